@@ -1,0 +1,180 @@
+// parse: ModelProto -> IR.
+//
+// The main graph's nodes, initializers, inputs, outputs and value_info move into the IR;
+// everything else stays in the shell ModelProto. Subgraph bodies (If/Loop/Scan attributes)
+// stay inside their node's proto; the outer values they read become implicit uses.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "qconv/diag.h"
+#include "qconv/io/model_io.h"
+
+namespace qconv::io {
+
+namespace {
+
+using onnx::AttributeProto;
+using onnx::GraphProto;
+using onnx::NodeProto;
+
+void freeNamesOf(const GraphProto& g, std::set<std::string>& free);
+
+void freeNamesOfNodeAttrs(const NodeProto& n, const std::unordered_set<std::string>& local,
+                          std::set<std::string>& free) {
+  for (const auto& a : n.attribute()) {
+    std::set<std::string> inner;
+    if (a.has_g()) freeNamesOf(a.g(), inner);
+    for (const auto& g : a.graphs()) freeNamesOf(g, inner);
+    for (const auto& name : inner)
+      if (!local.count(name)) free.insert(name);
+  }
+}
+
+/// Names a graph reads but does not define (its outer-scope references).
+void freeNamesOf(const GraphProto& g, std::set<std::string>& free) {
+  std::unordered_set<std::string> local;
+  for (const auto& i : g.input()) local.insert(i.name());
+  for (const auto& t : g.initializer()) local.insert(t.name());
+  for (const auto& s : g.sparse_initializer()) local.insert(s.values().name());
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input())
+      if (!in.empty() && !local.count(in)) free.insert(in);
+    freeNamesOfNodeAttrs(n, local, free);
+    for (const auto& out : n.output()) local.insert(out);
+  }
+}
+
+bool hasSubgraph(const NodeProto& n) {
+  return std::any_of(n.attribute().begin(), n.attribute().end(),
+                     [](const AttributeProto& a) { return a.has_g() || a.graphs_size() > 0; });
+}
+
+std::string nodeLabel(const NodeProto& n, int index) {
+  return n.name().empty() ? fmt::format("{} #{}", n.op_type(), index) : n.name();
+}
+
+template <typename T>
+std::vector<T*> extractAll(google::protobuf::RepeatedPtrField<T>* field) {
+  std::vector<T*> out(static_cast<size_t>(field->size()));
+  if (!out.empty()) field->ExtractSubrange(0, field->size(), out.data());
+  return out;
+}
+
+}  // namespace
+
+ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
+  ir::Model model;
+  model.path = path;
+  model.shell = std::move(proto);
+  GraphProto* g = model.shell.mutable_graph();
+  ir::Graph& graph = model.graph;
+  auto bad = [&](const std::string& what) { return Error(ExitCode::BadInput, fmt::format("{}: {}", path, what)); };
+
+  std::unordered_map<std::string, ir::Value*> byName;
+  byName.reserve(static_cast<size_t>(g->node_size() * 2 + g->initializer_size() + g->input_size()));
+
+  for (onnx::TensorProto* raw : extractAll(g->mutable_initializer())) {
+    std::unique_ptr<onnx::TensorProto> t(raw);
+    if (t->name().empty()) throw bad("an initializer has no name");
+    if (t->data_location() == onnx::TensorProto::EXTERNAL)
+      throw Error(ExitCode::Unsupported,
+                  fmt::format("{}: initializer '{}' is stored as external data, which qconv does not convert yet",
+                              path, t->name()));
+    if (byName.count(t->name())) throw bad(fmt::format("initializer '{}' is defined twice", t->name()));
+    ir::Value* v = graph.addValue(t->name());
+    byName.emplace(t->name(), v);
+    graph.setInitializer(v, std::move(t));
+  }
+  for (const auto& s : g->sparse_initializer()) {
+    const std::string& name = s.values().name();
+    if (byName.count(name)) throw bad(fmt::format("sparse initializer '{}' is defined twice", name));
+    byName.emplace(name, graph.addOpaqueValue(name));
+  }
+
+  std::set<std::string> seenInputs;
+  for (onnx::ValueInfoProto* raw : extractAll(g->mutable_input())) {
+    std::unique_ptr<onnx::ValueInfoProto> info(raw);
+    if (info->name().empty()) throw bad("a graph input has no name");
+    if (!seenInputs.insert(info->name()).second)
+      throw bad(fmt::format("graph input '{}' is listed twice", info->name()));
+    ir::Value*& v = byName[info->name()];
+    if (!v) v = graph.addValue(info->name());
+    graph.markGraphInput(v);
+    graph.setInfo(v, std::move(info), false);
+  }
+
+  std::vector<NodeProto*> nodes = extractAll(g->mutable_node());
+  std::vector<std::unique_ptr<NodeProto>> owned(nodes.begin(), nodes.end());
+  // Names every node defines, to tell "defined later" (out of order) from "never defined".
+  std::unordered_set<std::string> producedAnywhere;
+  for (const auto& n : owned)
+    for (const auto& o : n->output()) producedAnywhere.insert(o);
+
+  int index = 0;
+  for (auto& n : owned) {
+    const std::string label = nodeLabel(*n, index++);
+    auto resolve = [&](const std::string& name, const char* what) -> ir::Value* {
+      auto it = byName.find(name);
+      if (it != byName.end()) return it->second;
+      if (producedAnywhere.count(name))
+        throw bad(fmt::format("node '{}' ({}): {} '{}' is produced by a later node; nodes must be in "
+                              "topological order (or the graph has a cycle)",
+                              label, n->op_type(), what, name));
+      throw bad(fmt::format("node '{}' ({}): {} '{}' is not produced by any node, initializer or graph input",
+                            label, n->op_type(), what, name));
+    };
+    std::vector<ir::Value*> inputs;
+    inputs.reserve(static_cast<size_t>(n->input_size()));
+    for (const auto& name : n->input()) inputs.push_back(name.empty() ? nullptr : resolve(name, "input"));
+    std::vector<ir::Value*> implicit;
+    if (hasSubgraph(*n)) {
+      std::set<std::string> free;
+      freeNamesOfNodeAttrs(*n, {}, free);
+      for (const auto& name : free) implicit.push_back(resolve(name, "subgraph reference"));
+    }
+    std::vector<ir::Value*> outputs;
+    outputs.reserve(static_cast<size_t>(n->output_size()));
+    for (const auto& name : n->output()) {
+      if (name.empty()) {
+        outputs.push_back(nullptr);
+        continue;
+      }
+      if (byName.count(name))
+        throw bad(fmt::format("node '{}' ({}): output '{}' is already defined (values must have one producer)",
+                              label, n->op_type(), name));
+      ir::Value* v = graph.addValue(name);
+      byName.emplace(name, v);
+      outputs.push_back(v);
+    }
+    graph.appendNode(std::move(*n), inputs, outputs, implicit);
+    n.reset();
+  }
+
+  for (onnx::ValueInfoProto* raw : extractAll(g->mutable_output())) {
+    std::unique_ptr<onnx::ValueInfoProto> info(raw);
+    auto it = byName.find(info->name());
+    if (it == byName.end())
+      throw bad(fmt::format("graph output '{}' is not produced by any node, initializer or graph input",
+                            info->name()));
+    graph.markGraphOutput(it->second);
+    graph.setInfo(it->second, std::move(info), false);
+  }
+
+  // value_info for known values moves onto them; entries naming nothing stay in the shell.
+  auto* vi = g->mutable_value_info();
+  std::vector<onnx::ValueInfoProto*> infos = extractAll(vi);
+  for (onnx::ValueInfoProto* raw : infos) {
+    auto it = byName.find(raw->name());
+    if (it == byName.end() || it->second->info()) {
+      vi->AddAllocated(raw);
+      continue;
+    }
+    graph.setInfo(it->second, std::unique_ptr<onnx::ValueInfoProto>(raw), true);
+  }
+  return model;
+}
+
+}  // namespace qconv::io

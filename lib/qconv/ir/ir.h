@@ -1,0 +1,212 @@
+// The qconv graph IR: values, nodes and a graph with def-use links.
+//
+// Ownership and invariants
+// - A Graph owns its Nodes (in topological order) and its Values.
+// - Every Value has at most one producer (a Node output slot), or is a graph input, or holds
+//   an initializer, or is opaque (a sparse initializer, which the IR never interprets).
+// - Value::uses() lists every (node, input slot) that reads the value; subgraph references
+//   from If/Loop/Scan bodies are uses with slot kImplicitUse, so such a value never looks dead.
+// - Only the mutators of Graph change links; they keep producer and uses consistent.
+// - Names matter at parse and emit only: passes follow pointers. A value created by a pass
+//   carries a name hint, made unique when the model is emitted.
+// - What the IR does not interpret stays in protobuf form: each Node keeps its NodeProto
+//   (attributes, subgraphs, doc_string, unknown fields) minus its input/output names; each
+//   Value keeps its ValueInfoProto; the Model keeps a shell ModelProto with everything else.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace qconv::ir {
+
+class Node;
+class Graph;
+
+/// A use of a value: input slot `index` of `node`, or kImplicitUse for a subgraph reference.
+struct Use {
+  Node* node;
+  int index;
+};
+constexpr int kImplicitUse = -1;
+
+/// Quantization parameters of a quantized tensor, as read from the Q/DQ nodes next to it.
+/// scale and zero_point are the values feeding those nodes (zero_point may be null: 0).
+struct QuantParams {
+  class Value* scale = nullptr;
+  class Value* zero_point = nullptr;
+  int32_t elem_type = 0;  // onnx::TensorProto::DataType of the quantized tensor
+  bool per_axis = false;
+  int64_t axis = 0;  // meaningful when per_axis
+};
+
+class Value {
+ public:
+  const std::string& name() const { return name_; }
+  bool hasGeneratedName() const { return generated_name_; }
+
+  Node* producer() const { return producer_; }
+  int producerSlot() const { return producer_slot_; }
+  const std::vector<Use>& uses() const { return uses_; }
+  bool hasImplicitUses() const;
+
+  /// Element type (onnx::TensorProto::DataType), 0 when unknown.
+  int32_t elemType() const { return elem_type_; }
+  void setElemType(int32_t t) { elem_type_ = t; }
+
+  bool isGraphInput() const { return graph_input_; }
+  bool isGraphOutput() const { return graph_output_; }
+  /// An initializer that is not also a graph input: its value cannot change at run time.
+  bool isConstant() const { return initializer_ != nullptr && !graph_input_; }
+  const onnx::TensorProto* initializer() const { return initializer_.get(); }
+  bool isOpaque() const { return opaque_; }
+
+  /// The ValueInfoProto the model gave for this value (graph input/output or value_info).
+  const onnx::ValueInfoProto* info() const { return info_.get(); }
+
+  const std::optional<QuantParams>& quant() const { return quant_; }
+  void setQuant(std::optional<QuantParams> q) { quant_ = std::move(q); }
+
+ private:
+  friend class Graph;
+  std::string name_;
+  bool generated_name_ = false;
+  Node* producer_ = nullptr;
+  int producer_slot_ = -1;
+  std::vector<Use> uses_;
+  int32_t elem_type_ = 0;
+  bool graph_input_ = false;
+  bool graph_output_ = false;
+  bool opaque_ = false;
+  bool in_value_info_ = false;
+  bool dropped_ = false;  // pruned: not emitted
+  std::unique_ptr<onnx::TensorProto> initializer_;
+  std::unique_ptr<onnx::ValueInfoProto> info_;
+  std::optional<QuantParams> quant_;
+};
+
+class Node {
+ public:
+  const std::string& opType() const { return proto_.op_type(); }
+  /// Domain with "ai.onnx" folded into "" (the same domain).
+  const std::string& domain() const { return domain_; }
+  const std::string& name() const { return proto_.name(); }
+  bool is(const char* op_type) const { return domain_.empty() && proto_.op_type() == op_type; }
+
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  const std::vector<Value*>& implicitInputs() const { return implicit_inputs_; }
+  /// Input slot i, or null when absent (past the end or an empty name).
+  Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  Value* output(size_t i) const { return i < outputs_.size() ? outputs_[i] : nullptr; }
+
+  /// Attributes, doc_string and everything else of the node but its input/output names.
+  const onnx::NodeProto& proto() const { return proto_; }
+  onnx::NodeProto& mutableProto() { return proto_; }
+
+  const onnx::AttributeProto* attribute(const std::string& name) const;
+  int64_t attrInt(const std::string& name, int64_t fallback) const;
+
+  /// A readable label for messages: the node name, else "<op_type> #<position>".
+  std::string label() const;
+
+ private:
+  friend class Graph;
+  onnx::NodeProto proto_;
+  std::string domain_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::vector<Value*> implicit_inputs_;
+  std::list<std::unique_ptr<Node>>::iterator position_;
+  size_t ordinal_ = 0;  // position at creation, for labels of unnamed nodes
+  bool dead_ = false;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&&) = default;  // std::list keeps node positions valid across a move
+  Graph& operator=(Graph&&) = default;
+
+  // ---- reading ----
+  const std::list<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  /// Nodes in order, as a snapshot that stays valid while the graph is mutated
+  /// (destroyed nodes are skipped with isAlive()).
+  std::vector<Node*> nodeSnapshot() const;
+  bool isAlive(const Node* n) const;
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  /// Initializers in emit order (originals first, in file order; then the ones passes added).
+  std::vector<Value*> initializers() const;
+
+  // ---- building (parse) ----
+  Value* addValue(std::string name);
+  Value* addOpaqueValue(std::string name);
+  void setInitializer(Value* v, std::unique_ptr<onnx::TensorProto> t);
+  void setInfo(Value* v, std::unique_ptr<onnx::ValueInfoProto> info, bool from_value_info);
+  void markGraphInput(Value* v);
+  void markGraphOutput(Value* v);
+  /// Append a node parsed from the model; inputs/outputs given as values (null = absent).
+  Node* appendNode(onnx::NodeProto proto, const std::vector<Value*>& inputs,
+                   const std::vector<Value*>& outputs, const std::vector<Value*>& implicit_inputs);
+
+  // ---- mutators (the only code that changes links) ----
+  /// A new value with no producer; `hint` becomes its name, made unique at emit.
+  Value* newValue(const std::string& hint, int32_t elem_type);
+  /// A new constant initializer value.
+  Value* addInitializer(const std::string& hint, std::unique_ptr<onnx::TensorProto> t);
+  /// Create a node before `before` (null: at the end) with fresh output values.
+  Node* createNode(const std::string& op_type, const std::string& domain,
+                   const std::vector<Value*>& inputs, size_t num_outputs, Node* before);
+  void setInput(Node* n, size_t slot, Value* v);
+  /// Make `n` produce `v` at output slot `slot`; v's old producer gets a fresh dead value.
+  void takeOutput(Node* n, size_t slot, Value* v);
+  /// Redirect every explicit use of `from` to `to`. `from` must have no subgraph uses and
+  /// must not be a graph output (its name would change).
+  void replaceAllUsesWith(Value* from, Value* to);
+  /// Remove a node whose outputs are all unused and not graph outputs.
+  void destroyNode(Node* n);
+  /// If `v` is dead (no uses, not a graph input/output): drop it; if it was the only live
+  /// output of its producer, destroy the producer and recurse into that node's inputs.
+  void pruneIfDead(Value* v);
+
+  // ---- emit support ----
+  const std::vector<Value*>& valueInfoOrder() const { return value_info_order_; }
+  std::unique_ptr<onnx::TensorProto> releaseInitializer(Value* v) { return std::move(v->initializer_); }
+  std::unique_ptr<onnx::ValueInfoProto> releaseInfo(Value* v) { return std::move(v->info_); }
+  void setName(Value* v, std::string name) { v->name_ = std::move(name); v->generated_name_ = false; }
+  /// All values ever created (including dead ones), in creation order.
+  const std::vector<std::unique_ptr<Value>>& allValues() const { return values_; }
+  bool isDropped(const Value* v) const { return v->dropped_; }
+
+ private:
+  void removeUse(Value* v, Node* n, int slot);
+  void erase(Node* n);
+
+  std::list<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+  std::vector<Value*> initializer_order_;
+  std::vector<Value*> value_info_order_;
+  std::vector<std::unique_ptr<Node>> graveyard_;  // destroyed nodes, so snapshots stay valid
+  size_t next_ordinal_ = 0;
+};
+
+/// A model: the graph plus a shell ModelProto holding everything the IR does not interpret
+/// (metadata, opset imports, functions, training info, unknown fields, and the graph's own
+/// name, doc_string, sparse initializers and quantization annotations).
+struct Model {
+  onnx::ModelProto shell;
+  Graph graph;
+  std::string path;  // the file it was read from, for diagnostics
+};
+
+}  // namespace qconv::ir

@@ -1,0 +1,206 @@
+#include "qconv/ir/tensor.h"
+
+#include <cstring>
+#include <limits>
+
+#include "qconv/diag.h"
+
+namespace qconv::ir {
+
+using onnx::TensorProto;
+
+std::optional<int64_t> numElements(const TensorProto& t) {
+  int64_t n = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+std::vector<int64_t> dimsOf(const TensorProto& t) { return {t.dims().begin(), t.dims().end()}; }
+
+namespace {
+
+size_t byteWidth(int32_t dt) {
+  switch (dt) {
+    case TensorProto::INT8:
+    case TensorProto::UINT8:
+    case TensorProto::BOOL: return 1;
+    case TensorProto::INT16:
+    case TensorProto::UINT16:
+    case TensorProto::FLOAT16:
+    case TensorProto::BFLOAT16: return 2;
+    case TensorProto::INT32:
+    case TensorProto::UINT32:
+    case TensorProto::FLOAT: return 4;
+    case TensorProto::INT64:
+    case TensorProto::UINT64:
+    case TensorProto::DOUBLE: return 8;
+    default: return 0;
+  }
+}
+
+bool checkStorage(const TensorProto& t, int64_t* count, std::string* why) {
+  if (t.data_location() == TensorProto::EXTERNAL) {
+    *why = "tensor is stored as external data";
+    return false;
+  }
+  auto n = numElements(t);
+  if (!n) {
+    *why = "tensor has invalid dims";
+    return false;
+  }
+  *count = *n;
+  if (t.has_raw_data() && t.raw_data().size() != static_cast<size_t>(*n) * byteWidth(t.data_type())) {
+    *why = fmt::format("raw_data holds {} bytes, dims need {}", t.raw_data().size(),
+                       static_cast<size_t>(*n) * byteWidth(t.data_type()));
+    return false;
+  }
+  return true;
+}
+
+template <typename T>
+T loadRaw(const std::string& raw, int64_t i) {
+  T v;
+  std::memcpy(&v, raw.data() + static_cast<size_t>(i) * sizeof(T), sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+std::optional<std::vector<float>> readFloats(const TensorProto& t, std::string* why) {
+  if (t.data_type() != TensorProto::FLOAT) {
+    *why = fmt::format("tensor is {}, not float", typeName(t.data_type()));
+    return std::nullopt;
+  }
+  int64_t n = 0;
+  if (!checkStorage(t, &n, why)) return std::nullopt;
+  std::vector<float> out(static_cast<size_t>(n));
+  if (t.has_raw_data()) {
+    if (n) std::memcpy(out.data(), t.raw_data().data(), static_cast<size_t>(n) * sizeof(float));
+  } else {
+    if (t.float_data_size() != n) {
+      *why = fmt::format("float_data holds {} values, dims need {}", t.float_data_size(), n);
+      return std::nullopt;
+    }
+    std::copy(t.float_data().begin(), t.float_data().end(), out.begin());
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* why) {
+  const int32_t dt = t.data_type();
+  if (!isIntegerType(dt)) {
+    *why = fmt::format("tensor is {}, not an integer type", typeName(dt));
+    return std::nullopt;
+  }
+  int64_t n = 0;
+  if (!checkStorage(t, &n, why)) return std::nullopt;
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  if (t.has_raw_data()) {
+    const std::string& r = t.raw_data();
+    for (int64_t i = 0; i < n; ++i) {
+      switch (dt) {
+        case TensorProto::INT8: out[i] = loadRaw<int8_t>(r, i); break;
+        case TensorProto::UINT8: out[i] = loadRaw<uint8_t>(r, i); break;
+        case TensorProto::INT16: out[i] = loadRaw<int16_t>(r, i); break;
+        case TensorProto::UINT16: out[i] = loadRaw<uint16_t>(r, i); break;
+        case TensorProto::INT32: out[i] = loadRaw<int32_t>(r, i); break;
+        default: out[i] = loadRaw<int64_t>(r, i); break;
+      }
+    }
+    return out;
+  }
+  if (dt == TensorProto::INT64) {
+    if (t.int64_data_size() != n) {
+      *why = fmt::format("int64_data holds {} values, dims need {}", t.int64_data_size(), n);
+      return std::nullopt;
+    }
+    std::copy(t.int64_data().begin(), t.int64_data().end(), out.begin());
+    return out;
+  }
+  if (t.int32_data_size() != n) {
+    *why = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), n);
+    return std::nullopt;
+  }
+  auto [lo, hi] = intRange(dt);
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = t.int32_data(static_cast<int>(i));
+    if (out[i] < lo || out[i] > hi) {
+      *why = fmt::format("int32_data value {} is out of range for {}", out[i], typeName(dt));
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<TensorProto> makeFloatTensor(const std::vector<int64_t>& dims, const std::vector<float>& values) {
+  auto t = std::make_unique<TensorProto>();
+  t->set_data_type(TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+  return t;
+}
+
+std::unique_ptr<TensorProto> makeIntTensor(int32_t dt, const std::vector<int64_t>& dims,
+                                           const std::vector<int64_t>& values) {
+  auto t = std::make_unique<TensorProto>();
+  t->set_data_type(dt);
+  for (int64_t d : dims) t->add_dims(d);
+  const size_t w = byteWidth(dt);
+  QCONV_ASSERT(isIntegerType(dt) && w > 0, "makeIntTensor: {} is not an integer type", typeName(dt));
+  auto [lo, hi] = intRange(dt);
+  std::string raw(values.size() * w, '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    QCONV_ASSERT(values[i] >= lo && values[i] <= hi, "makeIntTensor: {} out of range for {}", values[i],
+                 typeName(dt));
+    // Little-endian two's complement: the low `w` bytes of the int64 value.
+    const uint64_t bits = static_cast<uint64_t>(values[i]);
+    for (size_t b = 0; b < w; ++b) raw[i * w + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+  }
+  t->set_raw_data(std::move(raw));
+  return t;
+}
+
+const char* typeName(int32_t dt) {
+  switch (dt) {
+    case TensorProto::FLOAT: return "float";
+    case TensorProto::UINT8: return "uint8";
+    case TensorProto::INT8: return "int8";
+    case TensorProto::UINT16: return "uint16";
+    case TensorProto::INT16: return "int16";
+    case TensorProto::INT32: return "int32";
+    case TensorProto::INT64: return "int64";
+    case TensorProto::STRING: return "string";
+    case TensorProto::BOOL: return "bool";
+    case TensorProto::FLOAT16: return "float16";
+    case TensorProto::DOUBLE: return "double";
+    case TensorProto::UINT32: return "uint32";
+    case TensorProto::UINT64: return "uint64";
+    case TensorProto::BFLOAT16: return "bfloat16";
+    case 0: return "unknown type";
+    default: return "other type";
+  }
+}
+
+bool isIntegerType(int32_t dt) {
+  return dt == TensorProto::INT8 || dt == TensorProto::UINT8 || dt == TensorProto::INT16 ||
+         dt == TensorProto::UINT16 || dt == TensorProto::INT32 || dt == TensorProto::INT64;
+}
+
+bool isInt8Like(int32_t dt) { return dt == TensorProto::INT8 || dt == TensorProto::UINT8; }
+
+std::pair<int64_t, int64_t> intRange(int32_t dt) {
+  switch (dt) {
+    case TensorProto::INT8: return {-128, 127};
+    case TensorProto::UINT8: return {0, 255};
+    case TensorProto::INT16: return {-32768, 32767};
+    case TensorProto::UINT16: return {0, 65535};
+    case TensorProto::INT32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+  }
+}
+
+}  // namespace qconv::ir

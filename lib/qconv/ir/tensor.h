@@ -1,0 +1,40 @@
+// Reading and making the constant tensors that quantization parameters and weights live in.
+// Readers never trust the model: a size mismatch or an unsupported storage gives a reason,
+// not a crash.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace qconv::ir {
+
+/// Element count from dims; nullopt when a dim is negative or the product overflows.
+std::optional<int64_t> numElements(const onnx::TensorProto& t);
+
+/// FLOAT tensor values; nullopt (with *why set) for another type or malformed storage.
+std::optional<std::vector<float>> readFloats(const onnx::TensorProto& t, std::string* why);
+/// Integer tensor values (INT8, UINT8, INT16, UINT16, INT32, INT64); nullopt otherwise.
+std::optional<std::vector<int64_t>> readInts(const onnx::TensorProto& t, std::string* why);
+
+std::unique_ptr<onnx::TensorProto> makeFloatTensor(const std::vector<int64_t>& dims,
+                                                   const std::vector<float>& values);
+/// Integer tensor of `data_type`, values assumed in range (QCONV_ASSERT otherwise).
+std::unique_ptr<onnx::TensorProto> makeIntTensor(int32_t data_type, const std::vector<int64_t>& dims,
+                                                 const std::vector<int64_t>& values);
+
+const char* typeName(int32_t data_type);
+bool isIntegerType(int32_t data_type);
+/// Representable range of an integer type.
+std::pair<int64_t, int64_t> intRange(int32_t data_type);
+/// int8 or uint8: the element types QLinearConv and QLinearMatMul take.
+bool isInt8Like(int32_t data_type);
+
+std::vector<int64_t> dimsOf(const onnx::TensorProto& t);
+
+}  // namespace qconv::ir

@@ -1,0 +1,23 @@
+// Small helpers for the fusion actions (rewrites that never refuse).
+#pragma once
+
+#include <string>
+
+#include "qconv/ir/ir.h"
+#include "qconv/ir/tensor.h"
+
+namespace qconv {
+
+/// `zp` itself, or (when the Q/DQ omitted it) a new scalar 0 of `type`: QLinear ops require it.
+inline ir::Value* zeroPointOr(ir::Graph& graph, ir::Value* zp, int32_t type, const std::string& hint) {
+  return zp ? zp : graph.addInitializer(hint, ir::makeIntTensor(type, {}, {0}));
+}
+
+/// Copy the attributes, name and doc_string of `from` onto `to`.
+inline void inheritAttributes(ir::Node& to, const ir::Node& from) {
+  to.mutableProto().mutable_attribute()->CopyFrom(from.proto().attribute());
+  to.mutableProto().set_name(from.proto().name());
+  if (!from.proto().doc_string().empty()) to.mutableProto().set_doc_string(from.proto().doc_string());
+}
+
+}  // namespace qconv

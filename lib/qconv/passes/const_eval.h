@@ -1,0 +1,38 @@
+// A small exact evaluator for the elementwise ops fold-producers folds.
+// Every result is what an ONNX runtime computes bit for bit: float32 ops are single IEEE
+// operations, integer results must fit their type, casts must be in range. Anything else is
+// declined with a reason (nullopt), never approximated.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace qconv::eval {
+
+struct Tensor {
+  int32_t type = 0;  // FLOAT, or an integer type
+  std::vector<int64_t> dims;
+  std::vector<float> f;    // when type == FLOAT
+  std::vector<int64_t> i;  // when an integer type
+  bool isFloat() const { return type == onnx::TensorProto::FLOAT; }
+  size_t size() const { return isFloat() ? f.size() : i.size(); }
+};
+
+std::optional<Tensor> fromProto(const onnx::TensorProto& t, std::string* why);
+std::unique_ptr<onnx::TensorProto> toProto(const Tensor& t);
+
+/// Mul, Div, Add, Sub with numpy broadcasting.
+std::optional<Tensor> binary(const std::string& op, const Tensor& a, const Tensor& b, std::string* why);
+/// Round half to even (float only).
+std::optional<Tensor> round(const Tensor& a, std::string* why);
+/// Cast to `to` (FLOAT or an integer type).
+std::optional<Tensor> cast(const Tensor& a, int32_t to, std::string* why);
+/// QuantizeLinear(x, scale, zero_point) with per-tensor or per-axis parameters.
+std::optional<Tensor> quantize(const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zp,
+                               int32_t out_type, int64_t axis, std::string* why);
+
+}  // namespace qconv::eval

@@ -1,0 +1,23 @@
+// The node group fuse-qlinear-conv rewrites, and its selector.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "qconv/passes/qdq_select.h"
+
+namespace qconv {
+
+struct ConvGroup {
+  ir::Node* conv = nullptr;
+  DequantizedInput x;
+  DequantizedInput w;
+  ir::Value* bias = nullptr;  // float: a constant initializer or a DQ of a constant int32
+  QuantizedOutput y;
+};
+
+/// Select the group around `conv`, or nullopt with the requirement that failed in *why.
+/// Conditions: see fuse_qlinear_conv.cpp.
+std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why);
+
+}  // namespace qconv

@@ -1,0 +1,142 @@
+// fold-producers: constant subgraphs that make weights and biases become initializers.
+//
+// Before:
+//   w_f (float initializer) -> QuantizeLinear(s_w, zp_w) -> w_q -> DequantizeLinear -> Conv
+//   b_f -> Div(s_x * s_w) -> Round -> Cast(to=int32) -> b_i -> DequantizeLinear -> Conv
+//   Constant(value=T) -> s
+// After:
+//   w_q, b_i, s are initializers; the folded nodes are gone, and so are the float
+//   initializers no other node reads.
+//
+// A node is folded when all of these hold:
+//   1. it is a default-domain Constant, Identity, Cast, Round, Mul, Div, Add, Sub or
+//      QuantizeLinear (Constant: a `value` tensor, value_float(s) or value_int(s));
+//   2. every input is a constant initializer (not also a graph input);
+//   3. its single output is not a graph output and is not read by a subgraph;
+//   4. the evaluator computes it exactly (const_eval.h): float32 IEEE ops, integer results
+//      that fit their type, in-range casts, no NaN quantized;
+//   5. the result is no larger than the largest input (folding never grows the model).
+// A chain folds in one forward sweep, since nodes come in topological order.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/const_eval.h"
+#include "qconv/pipeline/pass.h"
+
+namespace qconv {
+
+namespace {
+
+using onnx::AttributeProto;
+using onnx::TensorProto;
+
+/// The tensor a Constant node holds, or nullopt (sparse, string or missing value).
+std::optional<eval::Tensor> constantValue(const ir::Node& n, std::string* why) {
+  eval::Tensor t;
+  for (const auto& a : n.proto().attribute()) {
+    if (a.name() == "value" && a.has_t()) return eval::fromProto(a.t(), why);
+    if (a.name() == "value_float") {
+      t.type = TensorProto::FLOAT;
+      t.f = {a.f()};
+      return t;
+    }
+    if (a.name() == "value_floats") {
+      t.type = TensorProto::FLOAT;
+      t.f.assign(a.floats().begin(), a.floats().end());
+      t.dims = {static_cast<int64_t>(t.f.size())};
+      return t;
+    }
+    if (a.name() == "value_int") {
+      t.type = TensorProto::INT64;
+      t.i = {a.i()};
+      return t;
+    }
+    if (a.name() == "value_ints") {
+      t.type = TensorProto::INT64;
+      t.i.assign(a.ints().begin(), a.ints().end());
+      t.dims = {static_cast<int64_t>(t.i.size())};
+      return t;
+    }
+  }
+  *why = "Constant holds a sparse, string or missing value";
+  return std::nullopt;
+}
+
+std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::Tensor>& in, std::string* why) {
+  const std::string& op = n.opType();
+  if (op == "Constant") return constantValue(n, why);
+  if (op == "Identity" && in.size() == 1) return in[0];
+  if (op == "Round" && in.size() == 1) return eval::round(in[0], why);
+  if (op == "Cast" && in.size() == 1)
+    return eval::cast(in[0], static_cast<int32_t>(n.attrInt("to", 0)), why);
+  if ((op == "Mul" || op == "Div" || op == "Add" || op == "Sub") && in.size() == 2)
+    return eval::binary(op, in[0], in[1], why);
+  if (op == "QuantizeLinear" && (in.size() == 2 || in.size() == 3)) {
+    std::optional<eval::Tensor> zp;
+    if (in.size() == 3) zp = in[2];
+    const int32_t type = zp ? zp->type : static_cast<int32_t>(n.attrInt("output_dtype", TensorProto::UINT8));
+    if (n.attrInt("block_size", 0) != 0) {
+      *why = "blocked QuantizeLinear";
+      return std::nullopt;
+    }
+    return eval::quantize(in[0], in[1], zp, type, n.attrInt("axis", 1), why);
+  }
+  *why = "not a foldable op";
+  return std::nullopt;
+}
+
+bool isFoldable(const ir::Node& n) {
+  static const char* const kOps[] = {"Constant", "Identity", "Cast", "Round", "Mul",
+                                     "Div",      "Add",      "Sub",  "QuantizeLinear"};
+  if (!n.domain().empty() || n.outputs().size() != 1 || !n.output(0)) return false;
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.opType() == op; });
+}
+
+}  // namespace
+
+void foldProducers(ir::Model& model, PassContext& ctx) {
+  ir::Graph& graph = model.graph;
+  for (ir::Node* n : graph.nodeSnapshot()) {
+    if (!graph.isAlive(n) || !isFoldable(*n)) continue;  // (1)
+    ir::Value* out = n->output(0);
+    if (out->isGraphOutput() || out->hasImplicitUses() || out->uses().empty()) continue;  // (3)
+    std::vector<eval::Tensor> inputs;
+    size_t largest = 1;
+    bool ready = true;
+    std::string why;
+    for (ir::Value* v : n->inputs()) {
+      if (!v || !v->isConstant()) {  // (2); absent optional inputs only at the end
+        ready = ready && !v && n->opType() == "QuantizeLinear" && inputs.size() == 2;
+        if (!ready) break;
+        continue;
+      }
+      auto t = eval::fromProto(*v->initializer(), &why);
+      if (!t) {
+        ready = false;
+        break;
+      }
+      largest = std::max(largest, t->size());
+      inputs.push_back(std::move(*t));
+    }
+    if (!ready) continue;
+    auto result = evaluate(*n, inputs, &why);  // (4)
+    if (!result) {
+      if (!why.empty()) ctx.note(*n, "not folded: " + why);
+      continue;
+    }
+    if (n->opType() != "Constant" && result->size() > largest) {  // (5)
+      ctx.note(*n, "not folded: the result would be larger than its inputs");
+      continue;
+    }
+    ir::Value* folded = graph.addInitializer(out->name(), eval::toProto(*result));
+    std::vector<ir::Value*> oldInputs = n->inputs();
+    graph.replaceAllUsesWith(out, folded);
+    graph.destroyNode(n);
+    for (ir::Value* v : oldInputs) graph.pruneIfDead(v);
+    ctx.count("folded " + n->opType());
+  }
+}
+
+}  // namespace qconv

@@ -1,0 +1,127 @@
+// fuse-qlinear-matmul: a quantized MatMul in QDQ form becomes one QLinearMatMul.
+//
+// Before:
+//   a_q -> DQ(s_a, z_a) --+
+//   b_q -> DQ(s_b, z_b) ----> MatMul -> Q(s_y, z_y) -> y_q
+// After:
+//   QLinearMatMul(a_q, s_a, z_a, b_q, s_b, z_b, s_y, z_y) -> y_q
+//
+// The group is fused when all of these hold; otherwise it stays in QDQ form and the refusal
+// names the node and the failed requirement:
+//   1. the target is a default-domain MatMul;
+//   2. a comes from a DequantizeLinear with constant per-tensor int8/uint8 parameters;
+//   3. b comes from a DequantizeLinear with constant int8/uint8 parameters, per tensor, or per
+//      column (b of rank 2, axis 1 or -1, one scale per column);
+//   4. a int8 needs b int8 (onnxruntime's kernels: u8*u8, u8*s8, s8*s8);
+//   5. the MatMul output has one reader, is not a graph output or read by a subgraph, and
+//      that reader is a QuantizeLinear with constant per-tensor int8/uint8 parameters.
+// QLinearMatMul has no bias: a following Add stays in QDQ form.
+#include <fmt/format.h>
+
+#include "qconv/passes/action_util.h"
+#include "qconv/passes/qdq_select.h"
+#include "qconv/pipeline/pass.h"
+
+namespace qconv {
+
+namespace {
+
+struct MatMulGroup {
+  ir::Node* matmul = nullptr;
+  DequantizedInput a;
+  DequantizedInput b;
+  QuantizedOutput y;
+};
+
+std::optional<MatMulGroup> selectMatMulGroup(ir::Node& mm, std::string* why) {
+  MatMulGroup g;
+  g.matmul = &mm;
+  if (!mm.is("MatMul") || mm.inputs().size() != 2) {  // (1)
+    *why = "not a MatMul with 2 inputs";
+    return std::nullopt;
+  }
+  auto a = dequantizedInput(mm, 0, "A", why);  // (2)
+  if (!a) return std::nullopt;
+  if (a->params.per_axis) {
+    *why = "A is quantized per axis; QLinearMatMul takes a per-tensor A here";
+    return std::nullopt;
+  }
+  g.a = std::move(*a);
+  auto b = dequantizedInput(mm, 1, "B", why);  // (3)
+  if (!b) return std::nullopt;
+  g.b = std::move(*b);
+  if (g.b.params.per_axis) {
+    const int64_t rank = knownRank(g.b.quantized());
+    if (rank != 2 || (g.b.params.axis != 1 && g.b.params.axis != -1)) {
+      *why = "B is quantized per axis but not per column of a rank-2 B";
+      return std::nullopt;
+    }
+    const auto* init = g.b.quantized()->initializer();
+    if (!init || static_cast<int64_t>(g.b.params.size()) != init->dims(1)) {
+      *why = "B is quantized per column but is not a constant whose column count matches its scale";
+      return std::nullopt;
+    }
+  }
+  if (g.a.params.elem_type == onnx::TensorProto::INT8 && g.b.params.elem_type != onnx::TensorProto::INT8) {  // (4)
+    *why = "A is int8 but B is uint8 (QLinearMatMul kernels take int8 A only with int8 B)";
+    return std::nullopt;
+  }
+  auto y = quantizedOutput(mm, false, why);  // (5)
+  if (!y) return std::nullopt;
+  g.y = std::move(*y);
+  return g;
+}
+
+/// The rewrite. Operand layout of the new node, one line per input:
+///   0 a             <- DQ(a).input 0
+///   1 a_scale       <- DQ(a).input 1
+///   2 a_zero_point  <- DQ(a).input 2, or a new 0 of a's type
+///   3 b             <- DQ(b).input 0
+///   4 b_scale       <- DQ(b).input 1
+///   5 b_zero_point  <- DQ(b).input 2, or a new 0 of b's type
+///   6 y_scale       <- Q.input 1
+///   7 y_zero_point  <- Q.input 2, or a new 0 of y's type
+///   output 0        <- Q.output 0 (keeps its name and readers)
+void fuseMatMul(ir::Graph& graph, const MatMulGroup& g) {
+  ir::Node* dqa = g.a.dq;
+  ir::Node* dqb = g.b.dq;
+  ir::Node* q = g.y.q;
+  std::vector<ir::Value*> in = {
+      dqa->input(0),
+      dqa->input(1),
+      zeroPointOr(graph, dqa->input(2), g.a.params.elem_type, "a_zero_point"),
+      dqb->input(0),
+      dqb->input(1),
+      zeroPointOr(graph, dqb->input(2), g.b.params.elem_type, "b_zero_point"),
+      q->input(1),
+      zeroPointOr(graph, q->input(2), g.y.params.elem_type, "y_zero_point"),
+  };
+  ir::Node* fused = graph.createNode("QLinearMatMul", "", in, 1, q);
+  inheritAttributes(*fused, *g.matmul);
+  graph.takeOutput(fused, 0, q->output(0));
+  graph.destroyNode(q);
+  ir::Value* ad = dqa->output(0);
+  ir::Value* bd = dqb->output(0);
+  graph.destroyNode(g.matmul);
+  graph.pruneIfDead(ad);
+  graph.pruneIfDead(bd);
+}
+
+}  // namespace
+
+void fuseQLinearMatMul(ir::Model& model, PassContext& ctx) {
+  ir::Graph& graph = model.graph;
+  for (ir::Node* n : graph.nodeSnapshot()) {
+    if (!graph.isAlive(n) || !n->is("MatMul")) continue;
+    std::string why;
+    auto group = selectMatMulGroup(*n, &why);
+    if (!group) {
+      ctx.refuse(*n, why);
+      continue;
+    }
+    fuseMatMul(graph, *group);
+    ctx.count("QLinearMatMul");
+  }
+}
+
+}  // namespace qconv

@@ -1,0 +1,36 @@
+#include "qconv/pipeline/pass.h"
+
+#include <fmt/format.h>
+
+namespace qconv {
+
+void PassContext::refuse(const ir::Node& n, const std::string& reason) {
+  std::string line = fmt::format("{}: not fused: {}", n.label(), reason);
+  log_.info("{}", line);
+  refusals_.push_back(std::move(line));
+}
+
+void PassContext::approximate(const ir::Node& n, const std::string& what) {
+  std::string line = fmt::format("{}: {}", n.label(), what);
+  log_.warn("approximation: {}", line);
+  approximations_.push_back(std::move(line));
+}
+
+void PassContext::note(const ir::Node& n, const std::string& what) { log_.debug("{}: {}", n.label(), what); }
+
+const std::vector<PassInfo>& passRegistry() {
+  static const std::vector<PassInfo> registry = {
+#define QCONV_PASS(NAME, FN, SUMMARY) {NAME, &FN, SUMMARY},
+#include "qconv/passes/passes.def"
+#undef QCONV_PASS
+  };
+  return registry;
+}
+
+const PassInfo* findPass(std::string_view name) {
+  for (const auto& p : passRegistry())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace qconv

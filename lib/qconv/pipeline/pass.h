@@ -1,0 +1,70 @@
+// What a pass sees: the model and a context to report through. Passes never print, time or
+// dump: the pass manager does (pass_manager.h).
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qconv/ir/ir.h"
+
+namespace qconv {
+
+struct PassOptions {
+  /// fix-bias-scale: raise a channel's weight scale until its requantized bias fits int32
+  /// (onnxruntime's quantizer does this), instead of refusing. Each raise is an approximation.
+  bool raise_weight_scale = false;
+};
+
+class PassContext {
+ public:
+  PassContext(spdlog::logger& log, PassOptions options, std::string path)
+      : log_(log), options_(options), path_(std::move(path)) {}
+
+  spdlog::logger& log() { return log_; }
+  const PassOptions& options() const { return options_; }
+  const std::string& path() const { return path_; }
+
+  /// A match a pass declined: "<node>: not fused: <requirement that failed>" (kept and logged).
+  void refuse(const ir::Node& n, const std::string& reason);
+  /// A change of the model's numbers that the user allowed by a flag: kept, logged, and
+  /// written into the output's metadata_props ("qconv.approximations").
+  void approximate(const ir::Node& n, const std::string& what);
+  /// Something a pass did that the user may want to know (logged at info level).
+  void note(const ir::Node& n, const std::string& what);
+  void count(const std::string& what, int n = 1) { counters_[what] += n; }
+
+  const std::vector<std::string>& refusals() const { return refusals_; }
+  const std::vector<std::string>& approximations() const { return approximations_; }
+  const std::map<std::string, int>& counters() const { return counters_; }
+
+ private:
+  spdlog::logger& log_;
+  PassOptions options_;
+  std::string path_;
+  std::vector<std::string> refusals_;
+  std::vector<std::string> approximations_;
+  std::map<std::string, int> counters_;
+};
+
+using PassFn = void (*)(ir::Model&, PassContext&);
+
+struct PassInfo {
+  std::string_view name;
+  PassFn run;
+  std::string_view summary;
+};
+
+/// Every pass, in pipeline order (passes.def).
+const std::vector<PassInfo>& passRegistry();
+const PassInfo* findPass(std::string_view name);
+
+// The passes (one file each under lib/qconv/passes/).
+#define QCONV_PASS(NAME, FN, SUMMARY) void FN(ir::Model&, PassContext&);
+#include "qconv/passes/passes.def"
+#undef QCONV_PASS
+
+}  // namespace qconv

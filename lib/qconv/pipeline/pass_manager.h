@@ -1,0 +1,53 @@
+// The pass manager: runs a list of named passes, times each one and (with --dump) prints the
+// IR after each. Passes themselves never time, dump or print.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "qconv/pipeline/pass.h"
+
+namespace qconv {
+
+struct StageTiming {
+  std::string name;
+  double milliseconds;
+};
+
+class PassManager {
+ public:
+  /// Passes by name, in the order given. Throws Error(Usage) for an unknown name, or for a
+  /// list that would emit an invalid model (fuse-qlinear-conv needs fix-bias-scale after it).
+  explicit PassManager(const std::vector<std::string>& names);
+
+  const std::vector<const PassInfo*>& passes() const { return passes_; }
+
+  /// Run the passes over `model`; with `dump`, print the IR after each.
+  void run(ir::Model& model, PassContext& ctx, std::ostream* dump);
+
+  /// Time an I/O stage (parse, emit) alongside the passes.
+  template <typename F>
+  auto timeStage(const std::string& name, F&& f) -> decltype(f());
+
+  const std::vector<StageTiming>& timings() const { return timings_; }
+
+ private:
+  double now() const;
+  std::vector<const PassInfo*> passes_;
+  std::vector<StageTiming> timings_;
+};
+
+template <typename F>
+auto PassManager::timeStage(const std::string& name, F&& f) -> decltype(f()) {
+  const double start = now();
+  struct Record {
+    PassManager* pm;
+    std::string name;
+    double start;
+    ~Record() { pm->timings_.push_back({name, pm->now() - start}); }
+  } record{this, name, start};
+  return f();
+}
+
+}  // namespace qconv

@@ -1,0 +1,93 @@
+#include "qconv/pipeline/run.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <sys/stat.h>
+
+#include "qconv/diag.h"
+#include "qconv/io/model_io.h"
+#include "qconv/pipeline/pass_manager.h"
+
+namespace qconv {
+
+std::vector<std::string> pipelineFor(Format format) {
+  if (format == Format::Qdq) return {"fold-producers", "pair-qdq"};
+  std::vector<std::string> all;
+  for (const auto& p : passRegistry()) all.emplace_back(p.name);
+  return all;
+}
+
+namespace {
+
+bool sameFile(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+std::string summary(const PassContext& ctx) {
+  std::string s;
+  for (const auto& [what, n] : ctx.counters()) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", n, what);
+  if (!ctx.refusals().empty()) s += fmt::format("{}{} not fused", s.empty() ? "" : "; ", ctx.refusals().size());
+  return s.empty() ? "nothing to change" : s;
+}
+
+void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err, spdlog::logger& log) {
+  if (sameFile(options.input, options.output))
+    throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
+                                             options.output));
+  PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
+  PassContext ctx(log, PassOptions{options.raise_weight_scale}, options.input);
+
+  ir::Model model = pm.timeStage("parse", [&] {
+    onnx::ModelProto proto = io::readModelFile(options.input);
+    if (std::string why = io::checkModel(proto); !why.empty())
+      throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", options.input, why));
+    return io::importModel(std::move(proto), options.input);
+  });
+  pm.run(model, ctx, options.dump ? &out : nullptr);
+
+  onnx::ModelProto result = pm.timeStage("emit", [&] {
+    onnx::ModelProto m = io::exportModel(model);
+    if (!ctx.approximations().empty()) {
+      auto* prop = m.add_metadata_props();
+      prop->set_key("qconv.approximations");
+      std::string all;
+      for (const auto& a : ctx.approximations()) all += a + "\n";
+      prop->set_value(all);
+    }
+    if (std::string why = io::checkModel(m); !why.empty())
+      throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
+    return m;
+  });
+  pm.timeStage("write", [&] { io::writeModelAtomically(result, options.output); });
+  log.info("{}: {}", options.output, summary(ctx));
+  if (options.time_passes)
+    for (const auto& t : pm.timings()) fmt::print(err, "qconv: time: {:<20} {:9.2f} ms\n", t.name, t.milliseconds);
+}
+
+}  // namespace
+
+int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(err, true);
+  spdlog::logger log("qconv", sink);
+  log.set_pattern("qconv: %l: %v");
+  log.set_level(options.verbosity <= 0 ? spdlog::level::warn
+                                       : options.verbosity == 1 ? spdlog::level::info : spdlog::level::debug);
+  try {
+    convert(options, out, err, log);
+    return 0;
+  } catch (const Error& e) {
+    log.error("{}", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    log.error("{}: out of memory", options.input);
+    return static_cast<int>(ExitCode::Internal);
+  } catch (const std::exception& e) {
+    log.error("internal error: {}", e.what());
+    return static_cast<int>(ExitCode::Internal);
+  }
+}
+
+}  // namespace qconv

@@ -1,0 +1,32 @@
+// The library's entry point for one conversion: what the qconv CLI calls.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace qconv {
+
+enum class Format { Qop, Qdq };
+
+struct ConvertOptions {
+  std::string input;
+  std::string output;
+  Format format = Format::Qop;
+  /// Pass names to run instead of the format's pipeline (--passes=a,b).
+  std::vector<std::string> passes;
+  bool dump = false;                // print the IR after every pass on `out`
+  bool time_passes = false;         // print each stage's time on `err`
+  bool raise_weight_scale = false;  // see PassOptions
+  int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
+};
+
+/// The passes a format runs, in order.
+std::vector<std::string> pipelineFor(Format format);
+
+/// Convert options.input into options.output. Diagnostics go to `err` (one line per problem,
+/// "qconv: error: <file>: <node>: <what>"), dumps to `out`. Returns the exit code
+/// (qconv::ExitCode); on failure no output file is left behind.
+int run(const ConvertOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace qconv

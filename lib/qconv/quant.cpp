@@ -1,0 +1,105 @@
+#include "qconv/quant.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "qconv/ir/tensor.h"
+
+namespace qconv {
+
+using onnx::TensorProto;
+
+ir::Node* dequantizeFeeding(const ir::Value* v) {
+  if (!v || !v->producer()) return nullptr;
+  return isDequantize(*v->producer()) ? v->producer() : nullptr;
+}
+
+int64_t knownRank(const ir::Value* v) {
+  if (v->initializer()) return v->initializer()->dims_size();
+  if (v->info() && v->info()->type().has_tensor_type() && v->info()->type().tensor_type().has_shape())
+    return v->info()->type().tensor_type().shape().dim_size();
+  return -1;
+}
+
+std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why) {
+  const ir::Value* scale = n.input(1);
+  const ir::Value* zp = n.input(2);
+  if (!scale || !scale->isConstant()) {
+    *why = "scale is not constant";
+    return std::nullopt;
+  }
+  if (zp && !zp->isConstant()) {
+    *why = "zero point is not constant";
+    return std::nullopt;
+  }
+  if (n.attrInt("block_size", 0) != 0) {
+    *why = "blocked quantization (block_size) has no QLinear form";
+    return std::nullopt;
+  }
+  ConstQuant q;
+  std::string inner;
+  auto s = ir::readFloats(*scale->initializer(), &inner);
+  if (!s) {
+    *why = "scale: " + inner;
+    return std::nullopt;
+  }
+  q.scale = std::move(*s);
+  if (q.scale.empty()) {
+    *why = "scale is empty";
+    return std::nullopt;
+  }
+  for (float f : q.scale)
+    if (!(std::isfinite(f) && f > 0.0f)) {
+      *why = fmt::format("scale {} is not positive and finite", f);
+      return std::nullopt;
+    }
+  const auto& sdims = scale->initializer()->dims();
+  if (sdims.size() > 1) {
+    *why = "scale has rank > 1 (blocked quantization)";
+    return std::nullopt;
+  }
+  q.per_axis = q.scale.size() > 1;
+  q.axis = n.attrInt("axis", 1);
+  if (zp) {
+    auto z = ir::readInts(*zp->initializer(), &inner);
+    if (!z) {
+      *why = "zero point: " + inner;
+      return std::nullopt;
+    }
+    if (z->size() != q.scale.size()) {
+      *why = fmt::format("zero point has {} values, scale has {}", z->size(), q.scale.size());
+      return std::nullopt;
+    }
+    q.zero_point = std::move(*z);
+    q.elem_type = zp->initializer()->data_type();
+  } else {
+    q.zero_point.assign(q.scale.size(), 0);
+    if (isQuantize(n)) {
+      q.elem_type = static_cast<int32_t>(n.attrInt("output_dtype", TensorProto::UINT8));
+    } else {
+      q.elem_type = n.input(0) ? n.input(0)->elemType() : 0;
+    }
+  }
+  return q;
+}
+
+bool sameQuant(const ConstQuant& a, const ConstQuant& b) {
+  if (a.elem_type != b.elem_type || a.per_axis != b.per_axis || a.scale.size() != b.scale.size()) return false;
+  if (a.per_axis && a.axis != b.axis) return false;
+  return std::memcmp(a.scale.data(), b.scale.data(), a.scale.size() * sizeof(float)) == 0 &&
+         a.zero_point == b.zero_point;
+}
+
+int64_t quantizeOne(float x, float scale, int64_t zero_point, int32_t elem_type) {
+  auto [lo, hi] = ir::intRange(elem_type);
+  const float r = std::nearbyint(x / scale);  // ties to even in the default rounding mode
+  if (std::isnan(r)) return zero_point < lo ? lo : (zero_point > hi ? hi : zero_point);
+  const double v = static_cast<double>(r) + static_cast<double>(zero_point);
+  if (v <= static_cast<double>(lo)) return lo;
+  if (v >= static_cast<double>(hi)) return hi;
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace qconv

@@ -1,0 +1,45 @@
+// Reading quantization parameters off QuantizeLinear / DequantizeLinear nodes.
+#pragma once
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qconv/ir/ir.h"
+
+namespace qconv {
+
+/// Standard-domain QuantizeLinear / DequantizeLinear.
+inline bool isQuantize(const ir::Node& n) { return n.is("QuantizeLinear"); }
+inline bool isDequantize(const ir::Node& n) { return n.is("DequantizeLinear"); }
+
+/// The producer of `v` when it is a standard DequantizeLinear, else null.
+ir::Node* dequantizeFeeding(const ir::Value* v);
+
+/// Quantization parameters whose scale and zero point are constant initializers.
+struct ConstQuant {
+  std::vector<float> scale;
+  std::vector<int64_t> zero_point;  // same length as scale (zeros when absent)
+  int32_t elem_type = 0;            // the quantized tensor's type; 0 when it cannot be told
+  bool per_axis = false;
+  int64_t axis = 0;  // as written (may be negative); meaningful when per_axis
+  size_t size() const { return scale.size(); }
+  float scaleAt(size_t c) const { return scale[per_axis ? c : 0]; }
+  int64_t zeroPointAt(size_t c) const { return zero_point[per_axis ? c : 0]; }
+};
+
+/// Read the parameters of a Q or DQ node. nullopt with a reason ("scale is not constant", ...)
+/// when they are not constant, not float/int, blocked, or a scale is not positive and finite.
+std::optional<ConstQuant> readConstQuant(const ir::Node& qdq, std::string* why);
+
+/// Same scale bits, zero points, type and granularity.
+bool sameQuant(const ConstQuant& a, const ConstQuant& b);
+
+/// Rank of a value when known (initializer dims or value_info shape), else -1.
+int64_t knownRank(const ir::Value* v);
+
+/// QuantizeLinear's formula for one element: saturate(round_half_even(x / scale) + zp).
+int64_t quantizeOne(float x, float scale, int64_t zero_point, int32_t elem_type);
+
+}  // namespace qconv

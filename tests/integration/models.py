@@ -1,0 +1,165 @@
+"""Float test models and their quantization by onnxruntime.quantization.
+
+Every model is built with pinned opset (13) and IR version (7), so Debian's ONNX 1.12
+checker can judge qconv's output too. Weights and calibration data are generated from fixed
+seeds: nothing is downloaded.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+IR_VERSION = 7
+
+
+class _Builder:
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.count = 0
+
+    def name(self, base: str) -> str:
+        self.count += 1
+        return f"{base}_{self.count}"
+
+    def init(self, base: str, array: np.ndarray) -> str:
+        n = self.name(base)
+        self.inits.append(numpy_helper.from_array(array.astype(np.float32), n))
+        return n
+
+    def conv(self, x: str, cin: int, cout: int, k: int = 3, stride: int = 1, group: int = 1,
+             dilation: int = 1, relu: bool = True, bias: bool = True, pad: int | None = None) -> str:
+        fan_in = cin // group * k * k
+        w = self.init("w", self.rng.normal(0, np.sqrt(2.0 / fan_in), (cout, cin // group, k, k)))
+        inputs = [x, w]
+        if bias:
+            inputs.append(self.init("b", self.rng.normal(0, 0.1, (cout,))))
+        y = self.name("conv_out")
+        p = (k // 2) * dilation if pad is None else pad
+        self.nodes.append(helper.make_node(
+            "Conv", inputs, [y], name=self.name("conv"), kernel_shape=[k, k], strides=[stride, stride],
+            pads=[p, p, p, p], group=group, dilations=[dilation, dilation]))
+        if relu:
+            r = self.name("relu_out")
+            self.nodes.append(helper.make_node("Relu", [y], [r], name=self.name("relu")))
+            return r
+        return y
+
+    def op(self, op_type: str, inputs: list[str], **attrs) -> str:
+        y = self.name(op_type.lower() + "_out")
+        self.nodes.append(helper.make_node(op_type, inputs, [y], name=self.name(op_type.lower()), **attrs))
+        return y
+
+    def model(self, name: str, inp: str, in_shape: list[int], out: str,
+              out_shape: list) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            self.nodes, name,
+            [helper.make_tensor_value_info(inp, TensorProto.FLOAT, in_shape)],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
+            self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="qconv-tests")
+        m.ir_version = IR_VERSION
+        onnx.checker.check_model(m)
+        return m
+
+
+def small_cnn() -> onnx.ModelProto:
+    b = _Builder(1)
+    x = b.conv("input", 3, 8)
+    x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.conv(x, 8, 16, stride=2)
+    x = b.conv(x, 16, 16, k=1, relu=False, bias=False)
+    x = b.op("GlobalAveragePool", [x])
+    return b.model("small_cnn", "input", [1, 3, 32, 32], x, [1, 16, 1, 1])
+
+
+def resnet_style() -> onnx.ModelProto:
+    b = _Builder(2)
+    x = b.conv("input", 3, 16, stride=2)
+    for _ in range(2):
+        y = b.conv(x, 16, 16)
+        y = b.conv(y, 16, 16, relu=False)
+        x = b.op("Relu", [b.op("Add", [x, y])])
+    y = b.conv(x, 16, 32, stride=2)
+    y = b.conv(y, 32, 32, relu=False)
+    short = b.conv(x, 16, 32, k=1, stride=2, relu=False)
+    x = b.op("Relu", [b.op("Add", [short, y])])
+    x = b.op("GlobalAveragePool", [x])
+    return b.model("resnet_style", "input", [1, 3, 32, 32], x, [1, 32, 1, 1])
+
+
+def mobilenet_style() -> onnx.ModelProto:
+    b = _Builder(3)
+    x = b.conv("input", 3, 16, stride=2)
+    for cin, cout, stride in [(16, 24, 1), (24, 32, 2), (32, 32, 1)]:
+        x = b.conv(x, cin, cin, group=cin, stride=stride)         # depthwise 3x3
+        x = b.conv(x, cin, cout, k=1, relu=False)                 # pointwise linear
+    x = b.conv(x, 32, 32, dilation=2)                             # dilated
+    x = b.op("GlobalAveragePool", [x])
+    return b.model("mobilenet_style", "input", [1, 3, 32, 32], x, [1, 32, 1, 1])
+
+
+def mlp() -> onnx.ModelProto:
+    b = _Builder(4)
+    x = "input"
+    for i, (k, n) in enumerate([(64, 128), (128, 64), (64, 10)]):
+        w = b.init("w", b.rng.normal(0, np.sqrt(2.0 / k), (k, n)))
+        bias = b.init("b", b.rng.normal(0, 0.1, (n,)))
+        x = b.op("Add", [b.op("MatMul", [x, w]), bias])
+        if i < 2:
+            x = b.op("Relu", [x])
+    return b.model("mlp", "input", [4, 64], x, [4, 10])
+
+
+FLOAT_MODELS = {
+    "small_cnn": small_cnn,
+    "resnet_style": resnet_style,
+    "mobilenet_style": mobilenet_style,
+    "mlp": mlp,
+}
+
+# How many Conv / MatMul each float model has: all of them must be fused.
+TARGET_COUNTS = {
+    "small_cnn": ("Conv", 3),
+    "resnet_style": ("Conv", 8),
+    "mobilenet_style": ("Conv", 8),
+    "mlp": ("MatMul", 3),
+}
+
+
+def input_shape(model: onnx.ModelProto) -> list[int]:
+    return [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+
+
+def sample_inputs(model: onnx.ModelProto, count: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    shape = input_shape(model)
+    return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(count)]
+
+
+def quantize_qdq(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
+                 work_dir: str) -> None:
+    """quantize_static in QDQ format, calibrated on generated data."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            name = float_model.graph.input[0].name
+            self.data = iter([{name: x} for x in sample_inputs(float_model, 16, seed=123)])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    src = os.path.join(work_dir, f"float_{float_model.graph.name}.onnx")
+    onnx.save(float_model, src)
+    quantize_static(
+        src, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+        activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
+        weight_type=QuantType.QInt8)

@@ -1,0 +1,59 @@
+// The qconv command line: binds flags to ConvertOptions and calls qconv::run. Nothing more.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+
+#include "qconv/diag.h"
+#include "qconv/pipeline/pass.h"
+#include "qconv/pipeline/run.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"qconv: convert quantized ONNX models to standard QDQ or QOp ONNX, exactly"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "qconv 0.1.0");
+
+  qconv::ConvertOptions options;
+  bool quiet = false, verbose = false;
+  auto* convert = app.add_subcommand("convert", "convert IN into OUT");
+  convert->add_option("input", options.input, "input model (.onnx); never modified")->required();
+  convert->add_option("output", options.output, "output model (.onnx); written atomically")->required();
+  const std::map<std::string, qconv::Format> formats{{"qop", qconv::Format::Qop}, {"qdq", qconv::Format::Qdq}};
+  convert->add_option("--format", options.format, "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ")
+      ->required()
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+  convert->add_option("--passes", options.passes, "run these passes in this order instead (see 'qconv passes')")
+      ->delimiter(',');
+  convert->add_flag("--dump", options.dump, "print the IR after every pass (stdout)");
+  convert->add_flag("--time-passes", options.time_passes, "print the time of every stage (stderr)");
+  convert->add_flag("--raise-weight-scale", options.raise_weight_scale,
+                    "when a requantized bias overflows int32, raise that channel's weight scale (approximation, reported)");
+  convert->add_flag("-q,--quiet", quiet, "print only warnings and errors");
+  convert->add_flag("-v,--verbose", verbose, "print debug notes too");
+
+  auto* passes = app.add_subcommand("passes", "list the passes and the pipelines of each format");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "qconv: error: " << e.what() << " (run 'qconv --help')\n";
+    return static_cast<int>(qconv::ExitCode::Usage);
+  }
+
+  if (passes->parsed()) {
+    for (const auto& p : qconv::passRegistry()) std::cout << fmt::format("{:<22} {}\n", p.name, p.summary);
+    for (auto f : {qconv::Format::Qop, qconv::Format::Qdq}) {
+      std::string list;
+      for (const auto& n : qconv::pipelineFor(f)) list += (list.empty() ? "" : ",") + n;
+      std::cout << fmt::format("--format {}: {}\n", f == qconv::Format::Qop ? "qop" : "qdq", list);
+    }
+    return 0;
+  }
+  options.verbosity = quiet ? 0 : (verbose ? 2 : 1);
+  return qconv::run(options, std::cout, std::cerr);
+}
