@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install everything qconv needs on a fresh Debian machine, then build it.
+#   Debian packages: the compiler, CMake, Ninja and the libraries qconv links (only those).
+#   .venv/: the Python reference (onnx, onnxruntime, numpy, pytest) for tests and benchmarks.
+# Safe to run again: each step is skipped when already done. Usage: scripts/setup.sh [--no-venv]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+debs=(g++ cmake ninja-build pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev
+      libspdlog-dev libfmt-dev catch2 python3 python3-venv)
+missing=()
+for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" != "--no-venv" ]; then
+  stamp=.venv/.requirements
+  if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt "$stamp"; then
+    echo "setup: creating the Python reference environment in .venv/"
+    python3 -m venv .venv
+    .venv/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+    cp tests/requirements.txt "$stamp"
+  fi
+fi
+
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build build -- -j"$(nproc)" >/dev/null || cmake --build build  # show errors on failure

@@ -1,0 +1,93 @@
+// The IR's mutators keep def-use links; misuse is our bug and throws an internal error.
+#include <catch2/catch.hpp>
+
+#include "model_builder.h"
+#include "qconv/diag.h"
+
+using namespace qtest;
+using qconv::ir::Graph;
+using qconv::ir::Value;
+
+namespace {
+ModelBuilder chain() {  // x -> Relu -> a -> Neg -> b -> Abs -> y
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {4});
+  b.node("Relu", {"x"}, {"a"}, "relu");
+  b.node("Neg", {"a"}, {"b"}, "neg");
+  b.node("Abs", {"b"}, {"y"}, "abs");
+  b.output("y", TensorProto::FLOAT, {4});
+  return b;
+}
+}  // namespace
+
+TEST_CASE("parse links producers and uses") {
+  auto m = chain().build();
+  Graph& g = m.graph;
+  auto* relu = only(g, "Relu");
+  auto* neg = only(g, "Neg");
+  REQUIRE(relu->output(0)->producer() == relu);
+  REQUIRE(relu->output(0)->uses().size() == 1);
+  REQUIRE(relu->output(0)->uses()[0].node == neg);
+  REQUIRE(relu->output(0)->uses()[0].index == 0);
+  REQUIRE(g.inputs()[0]->isGraphInput());
+  REQUIRE(g.outputs()[0]->isGraphOutput());
+}
+
+TEST_CASE("replaceAllUsesWith, destroyNode and pruneIfDead keep links consistent") {
+  auto m = chain().build();
+  Graph& g = m.graph;
+  auto* relu = only(g, "Relu");
+  auto* neg = only(g, "Neg");
+  auto* abs = only(g, "Abs");
+  Value* a = relu->output(0);
+  Value* b = neg->output(0);
+  g.replaceAllUsesWith(b, a);  // Abs now reads Relu's output directly
+  REQUIRE(abs->input(0) == a);
+  REQUIRE(b->uses().empty());
+  REQUIRE(a->uses().size() == 2);
+  g.pruneIfDead(b);  // Neg is dead: destroyed, and its input loses that use
+  REQUIRE_FALSE(g.isAlive(neg));
+  REQUIRE(nodesOf(g, "Neg").empty());
+  REQUIRE(a->uses().size() == 1);
+  REQUIRE(a->uses()[0].node == abs);
+}
+
+TEST_CASE("createNode and takeOutput move a value to a new producer") {
+  auto m = chain().build();
+  Graph& g = m.graph;
+  auto* abs = only(g, "Abs");
+  Value* y = abs->output(0);
+  auto* sq = g.createNode("Sqrt", "", {abs->input(0)}, 1, abs);
+  g.takeOutput(sq, 0, y);
+  REQUIRE(y->producer() == sq);
+  REQUIRE(abs->output(0) != y);
+  g.destroyNode(abs);
+  REQUIRE(nodesOf(g, "Abs").empty());
+  // the new node sits where Abs was: after Neg
+  std::vector<std::string> order;
+  for (const auto& n : g.nodes()) order.push_back(n->opType());
+  REQUIRE(order == std::vector<std::string>{"Relu", "Neg", "Sqrt"});
+}
+
+TEST_CASE("mutator misuse is an internal error, not a crash") {
+  auto m = chain().build();
+  Graph& g = m.graph;
+  auto* neg = only(g, "Neg");
+  try {
+    g.destroyNode(neg);  // its output is still read by Abs
+    FAIL("destroyNode accepted a node whose output is used");
+  } catch (const qconv::Error& e) {
+    REQUIRE(e.code() == qconv::ExitCode::Internal);
+    REQUIRE(std::string(e.what()).find("still used") != std::string::npos);
+  }
+  auto* abs = only(g, "Abs");
+  REQUIRE_THROWS_AS(g.replaceAllUsesWith(abs->output(0), neg->output(0)), qconv::Error);  // a graph output
+}
+
+TEST_CASE("a graph output is never pruned") {
+  auto m = chain().build();
+  Graph& g = m.graph;
+  Value* y = g.outputs()[0];
+  g.pruneIfDead(y);
+  REQUIRE(g.isAlive(y->producer()));
+}
