@@ -59,6 +59,12 @@ onnx::ModelProto readModelFile(const std::string& path) {
   return model;
 }
 
+bool hasExternalData(const onnx::ModelProto& model) {
+  for (const auto& t : model.graph().initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) return true;
+  return false;
+}
+
 std::string checkModel(const onnx::ModelProto& model) {
   if (model.ir_version() > 8) return {};  // newer than Debian's checker (see docs/architecture.md)
   try {

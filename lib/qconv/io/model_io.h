@@ -22,6 +22,9 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path);
 /// sets opset_import and ir_version to what the emitted ops need.
 onnx::ModelProto exportModel(ir::Model& model);
 
+/// Whether any main-graph initializer is stored as external data.
+bool hasExternalData(const onnx::ModelProto& model);
+
 /// Run the ONNX checker where Debian's libonnx 1.12 can (ir_version <= 8). Returns an empty
 /// string when the model passes or is too new for this checker, else the checker's message.
 std::string checkModel(const onnx::ModelProto& model);

@@ -42,7 +42,8 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
 
   ir::Model model = pm.timeStage("parse", [&] {
     onnx::ModelProto proto = io::readModelFile(options.input);
-    if (std::string why = io::checkModel(proto); !why.empty())
+    // (external data is refused by importModel, before the checker looks for its files)
+    if (std::string why = io::hasExternalData(proto) ? "" : io::checkModel(proto); !why.empty())
       throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", options.input, why));
     return io::importModel(std::move(proto), options.input);
   });

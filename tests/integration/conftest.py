@@ -1,0 +1,94 @@
+"""Shared fixtures: the qconv binary, quantized models (made once per session), and
+onnxruntime sessions. onnxruntime is the judge of every number."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+import models  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FUSION_ROWS: list[tuple] = []
+
+
+def qconv_bin() -> str:
+    return os.environ.get("QCONV_BIN", os.path.join(ROOT, "build", "tools", "qconv"))
+
+
+def run_qconv(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([qconv_bin(), *args], capture_output=True, text=True, timeout=300)
+
+
+def session(path: str, level: str = "disable") -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.graph_optimization_level = {
+        "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    }[level]
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def outputs(sess: ort.InferenceSession, xs: list[np.ndarray]) -> list[np.ndarray]:
+    name = sess.get_inputs()[0].name
+    return [sess.run(None, {name: x})[0] for x in xs]
+
+
+def op_counts(path: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in onnx.load(path).graph.node:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return counts
+
+
+def ort_offline_fusion_counts(path: str, out: str) -> dict[str, int]:
+    """What onnxruntime's own QDQ fusion makes of the same model (the peer)."""
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = out
+    so.log_severity_level = 3
+    ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return op_counts(out)
+
+
+QUANT_CASES = [(m, pc, act) for m in models.FLOAT_MODELS for pc in (False, True) for act in ("uint8", "int8")]
+
+
+def case_id(case) -> str:
+    m, pc, act = case
+    return f"{m}-{'per_channel' if pc else 'per_tensor'}-{act}"
+
+
+@pytest.fixture(scope="session")
+def quantized(tmp_path_factory):
+    """quantize_static QDQ models, made on first use: {(model, per_channel, act): path}."""
+    work = tmp_path_factory.mktemp("quantized")
+    cache: dict[tuple, str] = {}
+
+    def get(case):
+        if case not in cache:
+            name, pc, act = case
+            path = str(work / f"{case_id(case)}.onnx")
+            models.quantize_qdq(models.FLOAT_MODELS[name](), path, per_channel=pc, activation=act,
+                                work_dir=str(work))
+            cache[case] = path
+        return cache[case]
+
+    return get
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FUSION_ROWS:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "fused ops: qconv vs onnxruntime's offline fusion (ORT_ENABLE_EXTENDED)")
+    tr.write_line(f"{'model':<42} {'target':<7} {'in model':>8} {'qconv':>6} {'onnxruntime':>12} {'max |diff|/step':>16}")
+    for row in FUSION_ROWS:
+        tr.write_line(f"{row[0]:<42} {row[1]:<7} {row[2]:>8} {row[3]:>6} {row[4]:>12} {row[5]:>16.3f}")

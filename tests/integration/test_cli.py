@@ -1,0 +1,183 @@
+"""The qconv command as users and batch scripts meet it: exit codes, one-line diagnostics,
+no partial output, untouched input, deterministic output, --dump, and refusals that leave a
+correct model behind."""
+import hashlib
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import models
+from conftest import op_counts, outputs, qconv_bin, run_qconv, session
+
+CASE = ("small_cnn", True, "uint8")
+USAGE, BAD_INPUT, UNSUPPORTED, OUTPUT = 2, 3, 4, 5
+
+
+def digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def listing(d) -> list[str]:
+    return sorted(os.listdir(d))
+
+
+def error_line(stderr: str) -> str:
+    lines = [l for l in stderr.splitlines() if l.startswith("qconv: error:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_missing_input_is_exit_3_naming_the_file(tmp_path):
+    r = run_qconv("convert", str(tmp_path / "nope.onnx"), str(tmp_path / "out.onnx"), "--format", "qop")
+    assert r.returncode == BAD_INPUT
+    assert error_line(r.stderr) == f"qconv: error: {tmp_path / 'nope.onnx'}: cannot open: No such file or directory"
+    assert listing(tmp_path) == []
+
+
+@pytest.mark.parametrize("content", [b"", b"hello, I am text", bytes(range(256)) * 4], ids=["empty", "text", "bytes"])
+def test_not_a_model_is_exit_3(tmp_path, content):
+    src = tmp_path / "in.onnx"
+    src.write_bytes(content)
+    r = run_qconv("convert", str(src), str(tmp_path / "out.onnx"), "--format", "qop")
+    assert r.returncode == BAD_INPUT
+    assert error_line(r.stderr).startswith(f"qconv: error: {src}: ")
+    assert listing(tmp_path) == ["in.onnx"]
+
+
+def test_dangling_edge_names_file_and_node(tmp_path):
+    g = helper.make_graph([helper.make_node("Relu", ["ghost"], ["y"], name="relu_3")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    src = str(tmp_path / "in.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qdq")
+    assert r.returncode == BAD_INPUT
+    line = error_line(r.stderr)
+    assert src in line and "relu_3" in line and "ghost" in line
+
+
+@pytest.mark.parametrize("args", [["--format", "int4"], ["--format", "qop", "--passes", "nope"], [], ["--bogus"]],
+                         ids=["bad-format", "unknown-pass", "no-format", "unknown-flag"])
+def test_usage_errors_are_exit_2(quantized, tmp_path, args):
+    r = run_qconv("convert", quantized(CASE), str(tmp_path / "out.onnx"), *args)
+    assert r.returncode == USAGE
+    assert r.stderr.startswith("qconv: error:")
+    assert listing(tmp_path) == []
+
+
+def test_unwritable_output_is_exit_5(quantized, tmp_path):
+    r = run_qconv("convert", quantized(CASE), str(tmp_path / "missing_dir" / "out.onnx"), "--format", "qop")
+    assert r.returncode == OUTPUT
+    assert "missing_dir" in error_line(r.stderr)
+
+
+def test_external_data_is_exit_4_without_output(tmp_path):
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                          [onnx.numpy_helper.from_array(np.ones(4, np.float32), "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    src = str(tmp_path / "in.onnx")
+    onnx.save(m, src, save_as_external_data=True, all_tensors_to_one_file=True, location="in.data",
+              size_threshold=0)
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qop")
+    assert r.returncode == UNSUPPORTED
+    assert "'w' is stored as external data" in error_line(r.stderr)
+    assert listing(tmp_path) == ["in.data", "in.onnx"]
+
+
+def test_output_over_input_is_refused_and_input_untouched(quantized, tmp_path):
+    src = str(tmp_path / "in.onnx")
+    with open(quantized(CASE), "rb") as f, open(src, "wb") as g:
+        g.write(f.read())
+    before = digest(src)
+    r = run_qconv("convert", src, src, "--format", "qop")
+    assert r.returncode == USAGE
+    assert digest(src) == before
+
+
+def test_input_untouched_and_output_deterministic(quantized, tmp_path):
+    src = quantized(CASE)
+    before = digest(src)
+    a, b = str(tmp_path / "a.onnx"), str(tmp_path / "b.onnx")
+    assert run_qconv("convert", src, a, "--format", "qop").returncode == 0
+    assert run_qconv("convert", src, b, "--format", "qop").returncode == 0
+    assert digest(src) == before
+    assert digest(a) == digest(b)
+    assert listing(tmp_path) == ["a.onnx", "b.onnx"]  # no temporary file left
+
+
+def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
+    r = run_qconv("convert", quantized(CASE), str(tmp_path / "o.onnx"), "--format", "qop", "--dump")
+    assert r.returncode == 0
+    headers = [l for l in r.stdout.splitlines() if l.startswith("; IR after")]
+    assert headers == ["; IR after parse", "; IR after fold-producers", "; IR after pair-qdq",
+                       "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fix-bias-scale"]
+    assert "= QLinearConv(" in r.stdout
+
+
+def test_passes_flag_runs_only_the_named_passes(quantized, tmp_path):
+    out = str(tmp_path / "o.onnx")
+    r = run_qconv("convert", quantized(CASE), out, "--format", "qop", "--passes", "fold-producers,pair-qdq",
+                  "--time-passes")
+    assert r.returncode == 0
+    assert op_counts(out).get("QLinearConv", 0) == 0
+    assert "qconv: time: pair-qdq" in r.stderr
+
+
+def test_passes_lists_the_registry():
+    import subprocess
+    r = subprocess.run([qconv_bin(), "passes"], capture_output=True, text=True)
+    assert r.returncode == 0
+    assert "fuse-qlinear-conv" in r.stdout and "--format qdq: fold-producers,pair-qdq" in r.stdout
+
+
+def test_a_refused_group_stays_in_qdq_form_and_stays_correct(quantized, tmp_path):
+    """Make one weight zero point a graph input too (overridable at run time): not constant."""
+    m = onnx.load(quantized(CASE))
+    convs = [n for n in m.graph.node if n.op_type == "Conv"]
+    producer = {o: n for n in m.graph.node for o in n.output}
+    dq_w = producer[convs[1].input[1]]
+    zp = next(t for t in m.graph.initializer if t.name == dq_w.input[2])
+    m.graph.input.append(helper.make_tensor_value_info(zp.name, zp.data_type, list(zp.dims)))
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    assert f"qconv: info: {convs[1].name}: not fused: weight zero point is not constant" in r.stderr.splitlines()
+    counts = op_counts(dst)
+    assert counts["QLinearConv"] == 2 and counts["Conv"] == 1
+    xs = models.sample_inputs(models.small_cnn(), 4, seed=3)
+    want, got = outputs(session(src, "extended"), xs), outputs(session(dst, "disable"), xs)
+    step = 1.0  # bound by one output step: read from the model's last DequantizeLinear
+    inits = {t.name: t for t in m.graph.initializer}
+    last = producer[m.graph.output[0].name]
+    step = float(onnx.numpy_helper.to_array(inits[last.input[1]]))
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(want, got)) <= step * 1.0001
+
+
+def test_metadata_and_doc_strings_survive(quantized, tmp_path):
+    m = onnx.load(quantized(CASE))
+    m.doc_string = "keep me"
+    onnx.helper.set_model_props(m, {"owner": "team-a"})
+    pool = next(n for n in m.graph.node if n.op_type == "GlobalAveragePool")
+    pool.doc_string = "node doc"
+    conv = next(n for n in m.graph.node if n.op_type == "Conv")
+    conv.doc_string = "conv doc"
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    assert run_qconv("convert", src, dst, "--format", "qop").returncode == 0
+    out = onnx.load(dst)
+    assert out.doc_string == "keep me"
+    assert {p.key: p.value for p in out.metadata_props}["owner"] == "team-a"
+    assert out.producer_name == m.producer_name
+    assert any(n.doc_string == "node doc" and n.op_type == "GlobalAveragePool" for n in out.graph.node)
+    fused = next(n for n in out.graph.node if n.name == conv.name)
+    assert fused.op_type == "QLinearConv" and fused.doc_string == "conv doc"

@@ -1,0 +1,48 @@
+"""QDQ -> QOp on onnxruntime-quantized models: every Conv/MatMul fused, numbers within one
+quantization step of onnxruntime running the QDQ input with its own fusion."""
+import numpy as np
+import onnx
+import pytest
+
+import models
+from conftest import (FUSION_ROWS, QUANT_CASES, case_id, op_counts, ort_offline_fusion_counts, outputs,
+                      run_qconv, session)
+
+
+def output_step(qdq_path: str) -> float:
+    """Scale of the DequantizeLinear that produces the graph output: one quantization step."""
+    m = onnx.load(qdq_path)
+    inits = {t.name: t for t in m.graph.initializer}
+    out = m.graph.output[0].name
+    dq = next(n for n in m.graph.node if out in n.output)
+    assert dq.op_type == "DequantizeLinear"
+    return float(onnx.numpy_helper.to_array(inits[dq.input[1]]))
+
+
+@pytest.mark.parametrize("case", QUANT_CASES, ids=case_id)
+def test_qop_matches_onnxruntime_fusion(case, quantized, tmp_path):
+    src = quantized(case)
+    dst = str(tmp_path / "qop.onnx")
+    r = run_qconv("convert", src, dst, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    assert "not fused" not in r.stderr
+
+    target, expected = models.TARGET_COUNTS[case[0]]
+    fused_op = "QLinearConv" if target == "Conv" else "QLinearMatMul"
+    counts = op_counts(dst)
+    assert counts.get(fused_op, 0) == expected
+    assert counts.get(target, 0) == 0
+    assert op_counts(src).get(target, 0) == expected
+    onnx.checker.check_model(onnx.load(dst), full_check=True)
+
+    # The judge: onnxruntime on the QDQ input with its own QDQ fusion; qconv's output runs
+    # with optimizations off, so every fused op in it is qconv's.
+    xs = models.sample_inputs(models.FLOAT_MODELS[case[0]](), 8, seed=2024)
+    want = outputs(session(src, "extended"), xs)
+    got = outputs(session(dst, "disable"), xs)
+    step = output_step(src)
+    worst = max(float(np.max(np.abs(w - g))) for w, g in zip(want, got))
+    assert worst <= step * 1.0001, f"max |diff| {worst} exceeds one step {step}"
+
+    peer = ort_offline_fusion_counts(src, str(tmp_path / "ort_fused.onnx")).get(fused_op, 0)
+    FUSION_ROWS.append((case_id(case), target, expected, counts[fused_op], peer, worst / step))
