@@ -181,3 +181,20 @@ def test_metadata_and_doc_strings_survive(quantized, tmp_path):
     assert any(n.doc_string == "node doc" and n.op_type == "GlobalAveragePool" for n in out.graph.node)
     fused = next(n for n in out.graph.node if n.name == conv.name)
     assert fused.op_type == "QLinearConv" and fused.doc_string == "conv doc"
+
+
+def test_bundled_example_converts_and_matches_onnxruntime(tmp_path):
+    """The README's first command converts this file: it must keep working."""
+    from conftest import ROOT
+    src = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
+    dst = str(tmp_path / "example_qop.onnx")
+    r = run_qconv("convert", src, dst, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    assert op_counts(dst).get("QLinearConv", 0) == 3 and op_counts(dst).get("Conv", 0) == 0
+    xs = models.sample_inputs(models.small_cnn(), 4, seed=11)
+    m = onnx.load(src)
+    inits = {t.name: t for t in m.graph.initializer}
+    last = next(n for n in m.graph.node if m.graph.output[0].name in n.output)
+    step = float(onnx.numpy_helper.to_array(inits[last.input[1]]))
+    want, got = outputs(session(src, "extended"), xs), outputs(session(dst, "disable"), xs)
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(want, got)) <= step * 1.0001
