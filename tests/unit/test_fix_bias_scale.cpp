@@ -80,7 +80,7 @@ TEST_CASE("a bias that overflows int32 stops the conversion naming node and chan
   }
 }
 
-TEST_CASE("--raise-weight-scale raises only the overflowing channels and reports each") {
+TEST_CASE("with raise_weight_scale, only the overflowing channels and reports each") {
   ConvSpec s;
   s.x_scale = 1e-6f;
   s.w_scale = 1e-6f;
