@@ -34,6 +34,13 @@ def test_qop_matches_onnxruntime_fusion(case, quantized, tmp_path):
     assert counts.get(target, 0) == 0
     assert op_counts(src).get(target, 0) == expected
     onnx.checker.check_model(onnx.load(dst), full_check=True)
+    if case[0] == "mobilenet_style":
+        # a chain of 8 convs: between fused convs the Q -> DQ is gone, integers flow directly
+        g = onnx.load(dst).graph
+        producer = {o: n for n in g.node for o in n.output}
+        chained = [n for n in g.node if n.op_type == "QLinearConv" and n.input[0] in producer
+                   and producer[n.input[0]].op_type == "QLinearConv"]
+        assert len(chained) == 7
 
     # The judge: onnxruntime on the QDQ input with its own QDQ fusion; qconv's output runs
     # with optimizations off, so every fused op in it is qconv's.

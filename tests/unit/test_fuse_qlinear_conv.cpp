@@ -158,3 +158,53 @@ TEST_CASE("a DequantizeLinear shared with another reader stays for that reader")
   for (auto* dq : nodesOf(r.model.graph, "DequantizeLinear")) dqxKept |= dq->name() == "dq_x";
   REQUIRE(dqxKept);
 }
+
+TEST_CASE("auto_pad, group, strides and dilations carry over to the QLinearConv") {
+  auto b = convModel({});
+  auto& conv = named(b, "conv_1");
+  conv.clear_attribute();
+  auto* a = conv.add_attribute();
+  a->set_name("auto_pad");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("SAME_UPPER");
+  setInts(conv, "strides", {2, 2});
+  setInts(conv, "dilations", {1, 1});
+  setInt(conv, "group", 1);
+  auto r = fuse(b);
+  auto* qc = only(r.model.graph, "QLinearConv");
+  REQUIRE(qc->attribute("auto_pad")->s() == "SAME_UPPER");
+  REQUIRE(qc->attribute("strides")->ints(0) == 2);
+  REQUIRE(qc->attribute("dilations"));
+  REQUIRE(qc->attribute("group")->i() == 1);
+  REQUIRE_FALSE(qc->attribute("pads"));
+}
+
+TEST_CASE("between two fused convs the Q -> DQ disappears; before an unfused reader a DQ stays") {
+  // conv_1 -> Q -> DQ -> conv_2 -> Q -> DQ -> y, and the first DQ also feeds a Sigmoid
+  auto b = convModel({});
+  auto& dqy = named(b, "dq_y");
+  dqy.set_output(0, "mid");
+  b.graph().mutable_output(0)->set_name("y2");
+  b.ints("w2", TensorProto::INT8, {3, 3, 1, 1}, {1, 0, 0, 0, 1, 0, 0, 0, 1});
+  b.node("DequantizeLinear", {"w2", "w_scale", "w_zp"}, {"w2_dq"}, "dq_w2");
+  b.node("Conv", {"mid", "w2_dq"}, {"conv2_y"}, "conv_2");
+  b.node("QuantizeLinear", {"conv2_y", "y_scale", "y_zp"}, {"y2_q"}, "q_y2");
+  b.node("DequantizeLinear", {"y2_q", "y_scale", "y_zp"}, {"y2"}, "dq_y2");
+  auto r = fuse(b);
+  auto convs = nodesOf(r.model.graph, "QLinearConv");
+  REQUIRE(convs.size() == 2);
+  REQUIRE(convs[1]->input(0) == convs[0]->output(0));  // integers flow directly
+  bool midDq = false;
+  for (auto* dq : nodesOf(r.model.graph, "DequantizeLinear")) midDq |= dq->name() == "dq_y";
+  REQUIRE_FALSE(midDq);
+
+  auto b2 = b;  // now with an unfused reader of the middle tensor
+  b2.node("Sigmoid", {"mid"}, {"side"}, "side");
+  b2.output("side", TensorProto::FLOAT);
+  auto r2 = fuse(b2);
+  REQUIRE(nodesOf(r2.model.graph, "QLinearConv").size() == 2);
+  bool kept = false;
+  for (auto* dq : nodesOf(r2.model.graph, "DequantizeLinear"))
+    kept |= dq->name() == "dq_y" && dq->output(0)->uses().size() == 1 && dq->output(0)->uses()[0].node->opType() == "Sigmoid";
+  REQUIRE(kept);
+}

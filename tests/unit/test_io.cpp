@@ -199,3 +199,21 @@ TEST_CASE("emit raises the default opset and IR version to what emitted ops need
   REQUIRE(out.opset_import(0).version() == 10);
   REQUIRE(out.ir_version() == 5);
 }
+
+TEST_CASE("protobuf fields the schema does not know survive parse and emit") {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1});
+  auto& relu = b.node("Relu", {"x"}, {"y"}, "relu");
+  relu.GetReflection()->MutableUnknownFields(&relu)->AddVarint(9999, 42);  // a field from a future schema
+  b.proto().GetReflection()->MutableUnknownFields(&b.proto())->AddLengthDelimited(8888, "future");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  onnx::ModelProto out = qconv::io::exportModel(m);
+  const auto& nodeUnknown = out.graph().node(0).GetReflection()->GetUnknownFields(out.graph().node(0));
+  REQUIRE(nodeUnknown.field_count() == 1);
+  REQUIRE(nodeUnknown.field(0).number() == 9999);
+  REQUIRE(nodeUnknown.field(0).varint() == 42);
+  const auto& modelUnknown = out.GetReflection()->GetUnknownFields(out);
+  REQUIRE(modelUnknown.field_count() == 1);
+  REQUIRE(modelUnknown.field(0).length_delimited() == "future");
+}
