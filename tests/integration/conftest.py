@@ -58,6 +58,20 @@ def ort_offline_fusion_counts(path: str, out: str) -> dict[str, int]:
     return op_counts(out)
 
 
+def output_step(qdq_path: str) -> float:
+    """Scale of the DequantizeLinear that produces the graph output: one quantization step."""
+    m = onnx.load(qdq_path)
+    inits = {t.name: t for t in m.graph.initializer}
+    out = m.graph.output[0].name
+    dq = next(n for n in m.graph.node if out in n.output)
+    assert dq.op_type == "DequantizeLinear"
+    return float(onnx.numpy_helper.to_array(inits[dq.input[1]]))
+
+
+def max_abs_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+
+
 QUANT_CASES = [(m, pc, act) for m in models.FLOAT_MODELS for pc in (False, True) for act in ("uint8", "int8")]
 
 

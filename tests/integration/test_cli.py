@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import models
-from conftest import op_counts, outputs, qconv_bin, run_qconv, session
+from conftest import ROOT, max_abs_diff, op_counts, output_step, outputs, qconv_bin, run_qconv, session
 
 CASE = ("small_cnn", True, "uint8")
 USAGE, BAD_INPUT, UNSUPPORTED, OUTPUT = 2, 3, 4, 5
@@ -156,11 +156,7 @@ def test_a_refused_group_stays_in_qdq_form_and_stays_correct(quantized, tmp_path
     assert counts["QLinearConv"] == 2 and counts["Conv"] == 1
     xs = models.sample_inputs(models.small_cnn(), 4, seed=3)
     want, got = outputs(session(src, "extended"), xs), outputs(session(dst, "disable"), xs)
-    step = 1.0  # bound by one output step: read from the model's last DequantizeLinear
-    inits = {t.name: t for t in m.graph.initializer}
-    last = producer[m.graph.output[0].name]
-    step = float(onnx.numpy_helper.to_array(inits[last.input[1]]))
-    assert max(float(np.max(np.abs(a - b))) for a, b in zip(want, got)) <= step * 1.0001
+    assert max_abs_diff(want, got) <= output_step(src) * 1.0001
 
 
 def test_metadata_and_doc_strings_survive(quantized, tmp_path):
@@ -185,16 +181,11 @@ def test_metadata_and_doc_strings_survive(quantized, tmp_path):
 
 def test_bundled_example_converts_and_matches_onnxruntime(tmp_path):
     """The README's first command converts this file: it must keep working."""
-    from conftest import ROOT
     src = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
     dst = str(tmp_path / "example_qop.onnx")
     r = run_qconv("convert", src, dst, "--format", "qop")
     assert r.returncode == 0, r.stderr
     assert op_counts(dst).get("QLinearConv", 0) == 3 and op_counts(dst).get("Conv", 0) == 0
     xs = models.sample_inputs(models.small_cnn(), 4, seed=11)
-    m = onnx.load(src)
-    inits = {t.name: t for t in m.graph.initializer}
-    last = next(n for n in m.graph.node if m.graph.output[0].name in n.output)
-    step = float(onnx.numpy_helper.to_array(inits[last.input[1]]))
     want, got = outputs(session(src, "extended"), xs), outputs(session(dst, "disable"), xs)
-    assert max(float(np.max(np.abs(a - b))) for a, b in zip(want, got)) <= step * 1.0001
+    assert max_abs_diff(want, got) <= output_step(src) * 1.0001

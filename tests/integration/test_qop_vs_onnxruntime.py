@@ -1,22 +1,11 @@
 """QDQ -> QOp on onnxruntime-quantized models: every Conv/MatMul fused, numbers within one
 quantization step of onnxruntime running the QDQ input with its own fusion."""
-import numpy as np
 import onnx
 import pytest
 
 import models
-from conftest import (FUSION_ROWS, QUANT_CASES, case_id, op_counts, ort_offline_fusion_counts, outputs,
-                      run_qconv, session)
-
-
-def output_step(qdq_path: str) -> float:
-    """Scale of the DequantizeLinear that produces the graph output: one quantization step."""
-    m = onnx.load(qdq_path)
-    inits = {t.name: t for t in m.graph.initializer}
-    out = m.graph.output[0].name
-    dq = next(n for n in m.graph.node if out in n.output)
-    assert dq.op_type == "DequantizeLinear"
-    return float(onnx.numpy_helper.to_array(inits[dq.input[1]]))
+from conftest import (FUSION_ROWS, QUANT_CASES, case_id, max_abs_diff, op_counts, ort_offline_fusion_counts,
+                      output_step, outputs, run_qconv, session)
 
 
 @pytest.mark.parametrize("case", QUANT_CASES, ids=case_id)
@@ -48,7 +37,7 @@ def test_qop_matches_onnxruntime_fusion(case, quantized, tmp_path):
     want = outputs(session(src, "extended"), xs)
     got = outputs(session(dst, "disable"), xs)
     step = output_step(src)
-    worst = max(float(np.max(np.abs(w - g))) for w, g in zip(want, got))
+    worst = max_abs_diff(want, got)
     assert worst <= step * 1.0001, f"max |diff| {worst} exceeds one step {step}"
 
     peer = ort_offline_fusion_counts(src, str(tmp_path / "ort_fused.onnx")).get(fused_op, 0)

@@ -5,6 +5,7 @@
 
 #include "qconv/ir/ir.h"
 #include "qconv/ir/tensor.h"
+#include "qconv/pipeline/pass.h"
 
 namespace qconv {
 
@@ -18,6 +19,24 @@ inline void inheritAttributes(ir::Node& to, const ir::Node& from) {
   to.mutableProto().mutable_attribute()->CopyFrom(from.proto().attribute());
   to.mutableProto().set_name(from.proto().name());
   if (!from.proto().doc_string().empty()) to.mutableProto().set_doc_string(from.proto().doc_string());
+}
+
+/// The driver every fusion pass shares: for each live node of `op_type`, `select` returns a
+/// group or leaves a reason (logged as a refusal naming the node); `rewrite` applies a group.
+template <typename Select, typename Rewrite>
+void selectAndRewrite(ir::Graph& graph, PassContext& ctx, const char* op_type, const char* counter, Select select,
+                      Rewrite rewrite) {
+  for (ir::Node* n : graph.nodeSnapshot()) {
+    if (!graph.isAlive(n) || !n->is(op_type)) continue;
+    std::string why;
+    auto group = select(*n, &why);
+    if (!group) {
+      ctx.refuse(*n, why);
+      continue;
+    }
+    rewrite(graph, *group);
+    ctx.count(counter);
+  }
 }
 
 }  // namespace qconv

@@ -75,18 +75,7 @@ void fuseConv(ir::Graph& graph, const ConvGroup& g) {
 }  // namespace
 
 void fuseQLinearConv(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || !n->is("Conv")) continue;
-    std::string why;
-    auto group = selectConvGroup(*n, &why);
-    if (!group) {
-      ctx.refuse(*n, why);
-      continue;
-    }
-    fuseConv(graph, *group);
-    ctx.count("QLinearConv");
-  }
+  selectAndRewrite(model.graph, ctx, "Conv", "QLinearConv", selectConvGroup, fuseConv);
 }
 
 }  // namespace qconv

@@ -110,18 +110,7 @@ void fuseMatMul(ir::Graph& graph, const MatMulGroup& g) {
 }  // namespace
 
 void fuseQLinearMatMul(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || !n->is("MatMul")) continue;
-    std::string why;
-    auto group = selectMatMulGroup(*n, &why);
-    if (!group) {
-      ctx.refuse(*n, why);
-      continue;
-    }
-    fuseMatMul(graph, *group);
-    ctx.count("QLinearMatMul");
-  }
+  selectAndRewrite(model.graph, ctx, "MatMul", "QLinearMatMul", selectMatMulGroup, fuseMatMul);
 }
 
 }  // namespace qconv
