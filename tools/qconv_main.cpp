@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <iostream>
-#include <map>
 
 #include "qconv/diag.h"
 #include "qconv/pipeline/pass.h"
@@ -19,10 +18,10 @@ int main(int argc, char** argv) {
   auto* convert = app.add_subcommand("convert", "convert IN into OUT");
   convert->add_option("input", options.input, "input model (.onnx); never modified")->required();
   convert->add_option("output", options.output, "output model (.onnx); written atomically")->required();
-  const std::map<std::string, qconv::Format> formats{{"qop", qconv::Format::Qop}, {"qdq", qconv::Format::Qdq}};
-  convert->add_option("--format", options.format, "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ")
+  std::string format;
+  convert->add_option("--format", format, "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ")
       ->required()
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+      ->check(CLI::IsMember({"qop", "qdq"}));
   convert->add_option("--passes", options.passes, "run these passes in this order instead (see 'qconv passes')")
       ->delimiter(',');
   convert->add_flag("--dump", options.dump, "print the IR after every pass (stdout)");
@@ -54,6 +53,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  options.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
   options.verbosity = quiet ? 0 : (verbose ? 2 : 1);
   return qconv::run(options, std::cout, std::cerr);
 }
