@@ -228,4 +228,10 @@ void Graph::pruneIfDead(Value* v) {
   for (Value* in : inputs) pruneIfDead(in);
 }
 
+int64_t defaultOpset(const Model& model) {
+  for (const auto& op : model.shell.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
+  return 0;
+}
+
 }  // namespace qconv::ir

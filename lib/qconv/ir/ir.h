@@ -209,4 +209,7 @@ struct Model {
   std::string path;  // the file it was read from, for diagnostics
 };
 
+/// The model's default-domain ("" or "ai.onnx") opset version, 0 when it imports none.
+int64_t defaultOpset(const Model& model);
+
 }  // namespace qconv::ir

@@ -136,6 +136,39 @@ std::optional<Tensor> binary(const std::string& op, const Tensor& a, const Tenso
   return out;
 }
 
+size_t Tensor::byteSize() const {
+  switch (type) {
+    case TensorProto::INT8:
+    case TensorProto::UINT8: return size();
+    case TensorProto::INT16:
+    case TensorProto::UINT16: return 2 * size();
+    case TensorProto::INT64: return 8 * size();
+    default: return 4 * size();
+  }
+}
+
+std::optional<Tensor> clip(const Tensor& a, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi,
+                           std::string* why) {
+  for (const auto* b : {&lo, &hi})
+    if (*b && ((*b)->type != a.type || (*b)->size() != 1)) {
+      *why = "Clip bounds are not scalars of the input's type";
+      return std::nullopt;
+    }
+  Tensor out = a;
+  if (a.isFloat()) {
+    for (float& v : out.f) {
+      if (lo && v < lo->f[0]) v = lo->f[0];
+      if (hi && v > hi->f[0]) v = hi->f[0];
+    }
+  } else {
+    for (int64_t& v : out.i) {
+      if (lo && v < lo->i[0]) v = lo->i[0];
+      if (hi && v > hi->i[0]) v = hi->i[0];
+    }
+  }
+  return out;
+}
+
 std::optional<Tensor> round(const Tensor& a, std::string* why) {
   if (!a.isFloat()) {
     *why = "Round of a non-float tensor";

@@ -20,6 +20,7 @@ struct Tensor {
   std::vector<int64_t> i;  // when an integer type
   bool isFloat() const { return type == onnx::TensorProto::FLOAT; }
   size_t size() const { return isFloat() ? f.size() : i.size(); }
+  size_t byteSize() const;
 };
 
 std::optional<Tensor> fromProto(const onnx::TensorProto& t, std::string* why);
@@ -27,6 +28,9 @@ std::unique_ptr<onnx::TensorProto> toProto(const Tensor& t);
 
 /// Mul, Div, Add, Sub with numpy broadcasting.
 std::optional<Tensor> binary(const std::string& op, const Tensor& a, const Tensor& b, std::string* why);
+/// Clip to optional [lo, hi] scalars of the input's type.
+std::optional<Tensor> clip(const Tensor& a, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi,
+                           std::string* why);
 /// Round half to even (float only).
 std::optional<Tensor> round(const Tensor& a, std::string* why);
 /// Cast to `to` (FLOAT or an integer type).

@@ -9,13 +9,14 @@
 //   initializers no other node reads.
 //
 // A node is folded when all of these hold:
-//   1. it is a default-domain Constant, Identity, Cast, Round, Mul, Div, Add, Sub or
+//   1. it is a default-domain Constant, Identity, Cast, Round, Mul, Div, Add, Sub, Clip or
 //      QuantizeLinear (Constant: a `value` tensor, value_float(s) or value_int(s));
 //   2. every input is a constant initializer (not also a graph input);
 //   3. its single output is not a graph output and is not read by a subgraph;
 //   4. the evaluator computes it exactly (const_eval.h): float32 IEEE ops, integer results
 //      that fit their type, in-range casts, no NaN quantized;
-//   5. the result is no larger than the largest input (folding never grows the model).
+//   5. the result takes no more bytes than the largest input (folding never grows the model,
+//      so Cast(int8 -> float) of weights stays for lower-primitive-qdq to read as a dequantizer).
 // A chain folds in one forward sweep, since nodes come in topological order.
 #include <algorithm>
 
@@ -73,6 +74,14 @@ std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::
     return eval::cast(in[0], static_cast<int32_t>(n.attrInt("to", 0)), why);
   if ((op == "Mul" || op == "Div" || op == "Add" || op == "Sub") && in.size() == 2)
     return eval::binary(op, in[0], in[1], why);
+  if (op == "Clip" && !in.empty() && in.size() <= 3) {
+    std::optional<eval::Tensor> lo, hi;
+    if (const auto* a = n.attribute("min")) lo = eval::Tensor{TensorProto::FLOAT, {}, {a->f()}, {}};
+    if (const auto* a = n.attribute("max")) hi = eval::Tensor{TensorProto::FLOAT, {}, {a->f()}, {}};
+    if (in.size() > 1) lo = in[1];
+    if (in.size() > 2) hi = in[2];
+    return eval::clip(in[0], lo, hi, why);
+  }
   if (op == "QuantizeLinear" && (in.size() == 2 || in.size() == 3)) {
     std::optional<eval::Tensor> zp;
     if (in.size() == 3) zp = in[2];
@@ -89,7 +98,7 @@ std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::
 
 bool isFoldable(const ir::Node& n) {
   static const char* const kOps[] = {"Constant", "Identity", "Cast", "Round", "Mul",
-                                     "Div",      "Add",      "Sub",  "QuantizeLinear"};
+                                     "Div",      "Add",      "Sub",  "Clip",  "QuantizeLinear"};
   if (!n.domain().empty() || n.outputs().size() != 1 || !n.output(0)) return false;
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.opType() == op; });
 }
@@ -103,21 +112,21 @@ void foldProducers(ir::Model& model, PassContext& ctx) {
     ir::Value* out = n->output(0);
     if (out->isGraphOutput() || out->hasImplicitUses() || out->uses().empty()) continue;  // (3)
     std::vector<eval::Tensor> inputs;
-    size_t largest = 1;
+    size_t largest = 0;  // bytes
     bool ready = true;
     std::string why;
-    for (ir::Value* v : n->inputs()) {
-      if (!v || !v->isConstant()) {  // (2); absent optional inputs only at the end
-        ready = ready && !v && n->opType() == "QuantizeLinear" && inputs.size() == 2;
-        if (!ready) break;
-        continue;
+    for (size_t k = 0; k < n->inputs().size() && ready; ++k) {
+      ir::Value* v = n->input(k);
+      if (!v) {  // an absent optional input: only at the end (then the rest are absent too)
+        for (size_t j = k; j < n->inputs().size(); ++j) ready = ready && !n->input(j);
+        break;
       }
-      auto t = eval::fromProto(*v->initializer(), &why);
+      auto t = v->isConstant() ? eval::fromProto(*v->initializer(), &why) : std::nullopt;  // (2)
       if (!t) {
         ready = false;
         break;
       }
-      largest = std::max(largest, t->size());
+      largest = std::max(largest, t->byteSize());
       inputs.push_back(std::move(*t));
     }
     if (!ready) continue;
@@ -126,7 +135,7 @@ void foldProducers(ir::Model& model, PassContext& ctx) {
       if (!why.empty()) ctx.note(*n, "not folded: " + why);
       continue;
     }
-    if (n->opType() != "Constant" && result->size() > largest) {  // (5)
+    if (n->opType() != "Constant" && result->byteSize() > std::max<size_t>(largest, 8)) {  // (5)
       ctx.note(*n, "not folded: the result would be larger than its inputs");
       continue;
     }

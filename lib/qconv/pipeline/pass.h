@@ -33,7 +33,9 @@ class PassContext {
   /// A change of the model's numbers that the user allowed by a flag: kept, logged, and
   /// written into the output's metadata_props ("qconv.approximations").
   void approximate(const ir::Node& n, const std::string& what);
-  /// Something a pass did that the user may want to know (logged at info level).
+  /// A construct a pass recognised but leaves as it is, and why (logged at info level).
+  void keep(const ir::Node& n, const std::string& reason);
+  /// Something a pass did that the user may want to know (logged at debug level).
   void note(const ir::Node& n, const std::string& what);
   void count(const std::string& what, int n = 1) { counters_[what] += n; }
 

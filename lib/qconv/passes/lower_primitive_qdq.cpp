@@ -1,0 +1,237 @@
+// lower-primitive-qdq: quantize and dequantize written as primitive ops become Q / DQ nodes.
+//
+// Before (quantize, seed 001's order; Mul by a power of two may stand for Div):
+//   x -> Div(s) -> Round -> [Add(zp)] -> Clip(lo, hi) -> Cast(to=T) -> q
+// After:
+//   x -> QuantizeLinear(s, zp:T) -> q                      when [lo, hi] is T's whole range
+//   x -> QuantizeLinear(s, zp:T) -> Clip(lo:T, hi:T) -> q  when it is narrower (narrow range)
+// Before (dequantize):
+//   q -> Cast(to=float) -> [Sub(zp)] -> Mul(s) -> y
+// After:
+//   q -> DequantizeLinear(s, zp:T) -> y
+//
+// A chain is lowered when all of these hold, so the result computes the same bits:
+//   1. s (Div), 2^k (Mul), zp, lo and hi are constant float scalars; s > 0 and finite;
+//      zp, lo, hi are integers with lo <= hi inside T's range, and zp inside it;
+//   2. T is int8 or uint8 (what Q/DQ take at every opset);
+//   3. every intermediate value has exactly one reader and is not a graph output;
+//   4. a narrower [lo, hi] needs opset >= 12 (Clip on integers).
+// Why it is exact: Round is ties-to-even like QuantizeLinear; r + zp and the clip act on
+// integers; Cast of an in-range integer is exact; x * 2^k and x / 2^-k are the same correctly
+// rounded number; (float(q) - zp) * s is DequantizeLinear's float(q - zp) * s.
+// Anything else stays as the primitive ops it is (standard ONNX, still correct), with a note.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/action_util.h"
+#include "qconv/passes/qdq_select.h"
+#include "qconv/pipeline/pass.h"
+
+namespace qconv {
+
+namespace {
+
+std::optional<float> scalar(const ir::Value* v) {
+  if (!v || !v->isConstant()) return std::nullopt;
+  std::string why;
+  auto f = ir::readFloats(*v->initializer(), &why);
+  if (!f || f->size() != 1) return std::nullopt;
+  return (*f)[0];
+}
+
+bool isInteger(float f) { return std::isfinite(f) && std::nearbyint(f) == f; }
+
+/// The single node reading `v`, when `v` has one explicit reader and is not a graph output.
+ir::Node* soleReader(const ir::Value* v) { return hasSingleReader(v) ? v->uses()[0].node : nullptr; }
+
+/// For a binary op whose other operand is a constant scalar: the non-constant operand's slot.
+std::optional<std::pair<size_t, float>> withScalar(const ir::Node& n) {
+  for (size_t k : {1, 0})
+    if (auto f = scalar(n.input(k)); f && n.input(1 - k) && !n.input(1 - k)->isConstant())
+      return std::make_pair(1 - k, *f);
+  return std::nullopt;
+}
+
+struct QuantizeChain {
+  ir::Node* first = nullptr;  // Div or Mul
+  ir::Node* cast = nullptr;
+  ir::Value* x = nullptr;
+  ir::Value* scale = nullptr;  // the Div's scale value, or null: make 2^-k
+  float scale_value = 0;
+  int64_t zp = 0, lo = 0, hi = 0;
+  int32_t type = 0;
+};
+
+std::optional<QuantizeChain> matchQuantize(ir::Node& cast, int64_t opset, std::string* why) {
+  QuantizeChain c;
+  c.cast = &cast;
+  c.type = static_cast<int32_t>(cast.attrInt("to", 0));
+  if (!ir::isInt8Like(c.type)) return std::nullopt;  // (2): not a quantizer's Cast
+  ir::Node* clip = cast.input(0) ? cast.input(0)->producer() : nullptr;
+  if (!clip || !clip->is("Clip") || soleReader(clip->output(0)) != &cast) return std::nullopt;
+  float lo = -INFINITY, hi = INFINITY;
+  if (const auto* a = clip->attribute("min")) lo = a->f();
+  if (const auto* a = clip->attribute("max")) hi = a->f();
+  if (clip->input(1)) lo = scalar(clip->input(1)).value_or(NAN);
+  if (clip->input(2)) hi = scalar(clip->input(2)).value_or(NAN);
+  auto [tmin, tmax] = ir::intRange(c.type);
+  if (!isInteger(lo) || !isInteger(hi) || lo > hi || lo < tmin || hi > tmax) {
+    *why = "Clip bounds are not constant integers inside the Cast type's range";
+    return std::nullopt;
+  }
+  c.lo = static_cast<int64_t>(lo);
+  c.hi = static_cast<int64_t>(hi);
+  if ((c.lo != tmin || c.hi != tmax) && opset < 12) {
+    *why = fmt::format("a narrow range needs Clip on integers (opset 12), the model has {}", opset);
+    return std::nullopt;
+  }
+  ir::Node* n = clip->input(0) ? clip->input(0)->producer() : nullptr;
+  if (n && n->is("Add") && soleReader(n->output(0)) == clip) {
+    auto zp = withScalar(*n);
+    if (!zp || !isInteger(zp->second) || zp->second < tmin || zp->second > tmax) {
+      *why = "the zero point Add is not a constant integer inside the Cast type's range";
+      return std::nullopt;
+    }
+    c.zp = static_cast<int64_t>(zp->second);
+    n = n->input(zp->first)->producer();
+  }
+  if (!n || !n->is("Round") || !soleReader(n->output(0))) {
+    *why = "no Round (ties to even) before the zero point and clip";
+    return std::nullopt;
+  }
+  ir::Node* first = n->input(0) ? n->input(0)->producer() : nullptr;
+  if (!first || soleReader(first->output(0)) != n || !(first->is("Div") || first->is("Mul"))) {
+    *why = "Round does not read a Div or Mul by a constant scale";
+    return std::nullopt;
+  }
+  // (x slot, scale): Div divides input 0 by input 1; Mul is commutative
+  std::optional<std::pair<size_t, float>> s;
+  if (first->is("Mul")) s = withScalar(*first);
+  else if (auto d = scalar(first->input(1))) s = std::make_pair(size_t{0}, *d);
+  if (!s || !(std::isfinite(s->second) && s->second > 0)) {
+    *why = "the scale is not a constant positive finite scalar";
+    return std::nullopt;
+  }
+  if (first->is("Mul")) {
+    int exp = 0;
+    if (std::frexp(s->second, &exp) != 0.5f) {
+      *why = fmt::format("x * {} is not x / s for any float s (only a power of two is)", s->second);
+      return std::nullopt;
+    }
+    c.scale_value = 1.0f / s->second;  // exact for a power of two
+  } else {
+    c.scale = first->input(1);
+    c.scale_value = s->second;
+  }
+  c.first = first;
+  c.x = first->input(s->first);
+  return c;
+}
+
+/// Rewrite: QuantizeLinear(x, s, zp:T) [-> Clip(lo:T, hi:T)] takes over the Cast's output.
+void lowerQuantize(ir::Graph& graph, const QuantizeChain& c) {
+  ir::Value* s = c.scale ? c.scale : graph.addInitializer("scale", ir::makeFloatTensor({}, {c.scale_value}));
+  ir::Value* zp = graph.addInitializer("zero_point", ir::makeIntTensor(c.type, {}, {c.zp}));
+  ir::Node* q = graph.createNode("QuantizeLinear", "", {c.x, s, zp}, 1, c.cast);
+  q->output(0)->setElemType(c.type);
+  ir::Node* last = q;
+  auto [tmin, tmax] = ir::intRange(c.type);
+  if (c.lo != tmin || c.hi != tmax) {
+    ir::Value* lo = graph.addInitializer("clip_min", ir::makeIntTensor(c.type, {}, {c.lo}));
+    ir::Value* hi = graph.addInitializer("clip_max", ir::makeIntTensor(c.type, {}, {c.hi}));
+    last = graph.createNode("Clip", "", {q->output(0), lo, hi}, 1, c.cast);
+  }
+  last->mutableProto().set_name(c.cast->name());
+  ir::Value* out = c.cast->output(0);
+  out->setElemType(c.type);
+  graph.takeOutput(last, 0, out);
+  ir::Value* in = c.cast->input(0);
+  graph.destroyNode(c.cast);
+  graph.pruneIfDead(in);
+}
+
+struct DequantizeChain {
+  ir::Node* mul = nullptr;
+  ir::Value* q = nullptr;
+  ir::Value* scale = nullptr;
+  int64_t zp = 0;
+  int32_t type = 0;
+};
+
+std::optional<DequantizeChain> matchDequantize(ir::Node& mul, std::string* why) {
+  DequantizeChain c;
+  c.mul = &mul;
+  auto s = withScalar(mul);
+  if (!s) return std::nullopt;
+  ir::Node* n = mul.input(s->first)->producer();
+  float zp = 0;
+  ir::Node* sub = nullptr;
+  if (n && n->is("Sub") && soleReader(n->output(0)) == &mul) {
+    auto z = scalar(n->input(1));
+    if (!z || n->input(0)->isConstant()) return std::nullopt;
+    zp = *z;
+    sub = n;
+    n = n->input(0)->producer();
+  }
+  if (!n || !n->is("Cast") || n->attrInt("to", 0) != onnx::TensorProto::FLOAT || soleReader(n->output(0)) != (sub ? sub : &mul))
+    return std::nullopt;  // not a dequantizer
+  c.q = n->input(0);
+  c.type = c.q ? c.q->elemType() : 0;
+  if (!ir::isInt8Like(c.type)) {
+    *why = fmt::format("the Cast reads {}, not int8 or uint8", ir::typeName(c.type));
+    return std::nullopt;
+  }
+  auto [tmin, tmax] = ir::intRange(c.type);
+  if (!isInteger(zp) || zp < tmin || zp > tmax) {
+    *why = "the zero point is not an integer inside the quantized type's range";
+    return std::nullopt;
+  }
+  if (!(std::isfinite(s->second) && s->second > 0)) {
+    *why = "the scale is not positive and finite";
+    return std::nullopt;
+  }
+  c.zp = static_cast<int64_t>(zp);
+  c.scale = mul.input(1 - s->first);
+  return c;
+}
+
+void lowerDequantize(ir::Graph& graph, const DequantizeChain& c) {
+  ir::Value* zp = graph.addInitializer("zero_point", ir::makeIntTensor(c.type, {}, {c.zp}));
+  ir::Node* dq = graph.createNode("DequantizeLinear", "", {c.q, c.scale, zp}, 1, c.mul);
+  dq->mutableProto().set_name(c.mul->name());
+  ir::Value* out = c.mul->output(0);
+  graph.takeOutput(dq, 0, out);
+  ir::Value* in = c.mul->input(0) == c.scale ? c.mul->input(1) : c.mul->input(0);
+  graph.destroyNode(c.mul);
+  graph.pruneIfDead(in);
+}
+
+}  // namespace
+
+void lowerPrimitiveQdq(ir::Model& model, PassContext& ctx) {
+  ir::Graph& graph = model.graph;
+  const int64_t opset = ir::defaultOpset(model);
+  for (ir::Node* n : graph.nodeSnapshot()) {
+    if (!graph.isAlive(n)) continue;
+    std::string why;
+    if (n->is("Cast")) {
+      if (auto c = matchQuantize(*n, opset, &why)) {
+        lowerQuantize(graph, *c);
+        ctx.count("primitive quantize lowered");
+      } else if (!why.empty()) {
+        ctx.keep(*n, "quantizer left as primitive ops: " + why);
+      }
+    } else if (n->is("Mul")) {
+      if (auto c = matchDequantize(*n, &why)) {
+        lowerDequantize(graph, *c);
+        ctx.count("primitive dequantize lowered");
+      } else if (!why.empty()) {
+        ctx.keep(*n, "dequantizer left as primitive ops: " + why);
+      }
+    }
+  }
+}
+
+}  // namespace qconv

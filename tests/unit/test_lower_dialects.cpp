@@ -1,0 +1,135 @@
+// lower-contrib-qdq and lower-primitive-qdq: what is lowered, and the notes for what stays.
+#include <catch2/catch.hpp>
+
+#include "model_builder.h"
+
+using namespace qtest;
+
+namespace {
+ModelBuilder contribQdq(int32_t type, int64_t opset, bool per_axis, bool with_axis) {
+  ModelBuilder b(opset, opset >= 21 ? 10 : 7);
+  auto* ms = b.proto().add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
+  b.input("x", TensorProto::FLOAT, {1, 2, 2});
+  b.floats("s", per_axis ? std::vector<int64_t>{2} : std::vector<int64_t>{}, per_axis ? std::vector<float>{0.1f, 0.2f}
+                                                                                        : std::vector<float>{0.1f});
+  b.ints("z", type, per_axis ? std::vector<int64_t>{2} : std::vector<int64_t>{}, per_axis ? std::vector<int64_t>{1, 2}
+                                                                                          : std::vector<int64_t>{1});
+  auto& q = b.node("QuantizeLinear", {"x", "s", "z"}, {"q"}, "q_ms");
+  q.set_domain("com.microsoft");
+  auto& dq = b.node("DequantizeLinear", {"q", "s", "z"}, {"y"}, "dq_ms");
+  dq.set_domain("com.microsoft");
+  if (with_axis) {
+    setInt(q, "axis", 1);
+    setInt(dq, "axis", 1);
+  }
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+std::string run(qconv::ir::Model& m, void (*pass)(qconv::ir::Model&, qconv::PassContext&)) {
+  Reporter r;
+  pass(m, r.ctx);
+  return r.text.str();
+}
+}  // namespace
+
+TEST_CASE("com.microsoft Q/DQ become standard, per tensor and per axis") {
+  for (bool perAxis : {false, true}) {
+    auto m = contribQdq(TensorProto::UINT8, 13, perAxis, perAxis).build();
+    run(m, qconv::lowerContribQdq);
+    auto* q = only(m.graph, "QuantizeLinear");
+    auto* dq = only(m.graph, "DequantizeLinear");
+    REQUIRE(q->domain().empty());
+    REQUIRE(dq->domain().empty());
+    REQUIRE(q->name() == "q_ms");
+    REQUIRE(dq->input(0) == q->output(0));
+    REQUIRE(m.graph.outputs()[0]->producer() == dq);
+    REQUIRE(static_cast<bool>(dq->attribute("axis")) == perAxis);
+  }
+}
+
+TEST_CASE("com.microsoft Q/DQ that standard ONNX cannot say the same way stay, with the reason") {
+  auto wide = contribQdq(TensorProto::UINT16, 13, false, false).build();
+  REQUIRE(run(wide, qconv::lowerContribQdq).find("q_ms: stays com.microsoft: uint16 has no standard form at opset 13") !=
+          std::string::npos);
+  REQUIRE(only(wide.graph, "QuantizeLinear")->domain() == "com.microsoft");
+
+  auto wide21 = contribQdq(TensorProto::UINT16, 21, false, false).build();
+  run(wide21, qconv::lowerContribQdq);
+  REQUIRE(only(wide21.graph, "QuantizeLinear")->domain().empty());
+
+  auto noAxis = contribQdq(TensorProto::UINT8, 13, true, false).build();
+  REQUIRE(run(noAxis, qconv::lowerContribQdq).find("there is no axis (com.microsoft has no default axis)") !=
+          std::string::npos);
+  REQUIRE(only(noAxis.graph, "DequantizeLinear")->domain() == "com.microsoft");
+}
+
+namespace {
+// x -> Div(s) / Mul(k) -> Round -> Add(zp) -> Clip(lo, hi) -> Cast(T) -> Cast(float) -> Sub(zp) -> Mul(s) -> y
+ModelBuilder primitive(float lo, float hi, int32_t type = TensorProto::UINT8, const char* first = "Div",
+                       float scale = 0.25f, float zp = 3.0f) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {4});
+  b.floats("s", {}, {scale});
+  b.floats("zp_f", {}, {zp});
+  b.floats("lo", {}, {lo});
+  b.floats("hi", {}, {hi});
+  b.node(first, {"x", "s"}, {"d"}, "div");
+  b.node("Round", {"d"}, {"r"}, "round");
+  b.node("Add", {"r", "zp_f"}, {"a"}, "add_zp");
+  b.node("Clip", {"a", "lo", "hi"}, {"c"}, "clip");
+  setInt(b.node("Cast", {"c"}, {"q"}, "to_int"), "to", type);
+  setInt(b.node("Cast", {"q"}, {"qf"}, "to_float"), "to", TensorProto::FLOAT);
+  b.node("Sub", {"qf", "zp_f"}, {"centered"}, "sub_zp");
+  b.node("Mul", {"centered", "s"}, {"y"}, "scale");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("Div -> Round -> Add -> Clip -> Cast and Cast -> Sub -> Mul become Q and DQ") {
+  auto m = primitive(0, 255).build();
+  run(m, qconv::lowerPrimitiveQdq);
+  for (const char* op : {"Div", "Round", "Add", "Clip", "Cast", "Sub", "Mul"}) REQUIRE(nodesOf(m.graph, op).empty());
+  auto* q = only(m.graph, "QuantizeLinear");
+  auto* dq = only(m.graph, "DequantizeLinear");
+  REQUIRE(q->input(1)->name() == "s");
+  REQUIRE(intsOf(q->input(2)) == std::vector<int64_t>{3});
+  REQUIRE(q->input(2)->initializer()->data_type() == TensorProto::UINT8);
+  REQUIRE(q->output(0)->name() == "q");
+  REQUIRE(dq->input(0) == q->output(0));
+  REQUIRE(intsOf(dq->input(2)) == std::vector<int64_t>{3});
+  REQUIRE(dq->output(0)->name() == "y");
+}
+
+TEST_CASE("a narrow range becomes QuantizeLinear then an integer Clip") {
+  auto m = primitive(-127, 127, TensorProto::INT8, "Div", 0.25f, 0.0f).build();
+  run(m, qconv::lowerPrimitiveQdq);
+  auto* clip = only(m.graph, "Clip");
+  REQUIRE(clip->input(0)->producer()->opType() == "QuantizeLinear");
+  REQUIRE(intsOf(clip->input(1)) == std::vector<int64_t>{-127});
+  REQUIRE(intsOf(clip->input(2)) == std::vector<int64_t>{127});
+  REQUIRE(clip->output(0)->name() == "q");
+}
+
+TEST_CASE("Mul by a power of two is x / s; Mul by another factor stays, with the reason") {
+  auto m = primitive(0, 255, TensorProto::UINT8, "Mul", 128.0f, 0.0f).build();
+  // the dequantizer multiplies by 128 too: that is a DQ with scale 128, still exact
+  run(m, qconv::lowerPrimitiveQdq);
+  REQUIRE(floatsOf(only(m.graph, "QuantizeLinear")->input(1)) == std::vector<float>{1.0f / 128.0f});
+
+  auto m2 = primitive(0, 255, TensorProto::UINT8, "Mul", 0.3f, 0.0f).build();
+  std::string log = run(m2, qconv::lowerPrimitiveQdq);
+  REQUIRE(log.find("to_int: quantizer left as primitive ops: x * 0.3 is not x / s for any float s (only a power of two "
+                   "is)") != std::string::npos);
+  REQUIRE(nodesOf(m2.graph, "QuantizeLinear").empty());
+}
+
+TEST_CASE("a zero point outside the type's range or a Clip wider than the type stays primitive") {
+  auto m = primitive(-10, 300).build();
+  REQUIRE(run(m, qconv::lowerPrimitiveQdq).find("Clip bounds are not constant integers inside the Cast type's range") !=
+          std::string::npos);
+  REQUIRE(nodesOf(m.graph, "QuantizeLinear").empty());
+}
