@@ -116,7 +116,8 @@ TEST_CASE("refusal: weight zero point is not constant") {
 
 TEST_CASE("refusal: int8 x with uint8 weights") {
   ConvSpec s;
-  s.x_type = TensorProto::INT8;
+  s.x_type = s.y_type = TensorProto::INT8;
+  s.y_zp = 0;
   s.w_type = TensorProto::UINT8;
   REQUIRE(refusalOf(convModel(s)) ==
           "conv_1: not fused: x is int8 but the weight is uint8 (QLinearConv kernels take int8 x only with int8 "
@@ -207,4 +208,12 @@ TEST_CASE("between two fused convs the Q -> DQ disappears; before an unfused rea
   for (auto* dq : nodesOf(r2.model.graph, "DequantizeLinear"))
     kept |= dq->name() == "dq_y" && dq->output(0)->uses().size() == 1 && dq->output(0)->uses()[0].node->opType() == "Sigmoid";
   REQUIRE(kept);
+}
+
+TEST_CASE("refusal: y of another type than x (no onnxruntime kernel)") {
+  ConvSpec s;
+  s.x_type = TensorProto::INT8;
+  s.y_type = TensorProto::UINT8;
+  REQUIRE(refusalOf(convModel(s)) ==
+          "conv_1: not fused: x is int8 but the output is uint8 (QLinearConv kernels take y of x's type)");
 }

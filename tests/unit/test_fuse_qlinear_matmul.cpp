@@ -61,8 +61,17 @@ TEST_CASE("refusal: B quantized per axis that is not its columns") {
   REQUIRE(nodesOf(m.graph, "MatMul").size() == 1);
 }
 
-TEST_CASE("int8 A with int8 B fuses") {
-  auto m = matmulModel(false, TensorProto::INT8).build();
-  REQUIRE(fuse(m).empty());
-  REQUIRE(nodesOf(m.graph, "QLinearMatMul").size() == 1);
+TEST_CASE("int8 A needs an int8 output") {
+  auto m = matmulModel(false, TensorProto::INT8).build();  // output quantized to uint8
+  REQUIRE(fuse(m) == std::vector<std::string>{"matmul_1: not fused: A is int8 but the output is uint8 "
+                                              "(QLinearMatMul kernels take y of A's type)"});
+  auto b = matmulModel(false, TensorProto::INT8);
+  for (auto& t : *b.proto().mutable_graph()->mutable_initializer())
+    if (t.name() == "y_z") {
+      t.set_data_type(TensorProto::INT8);
+      t.set_raw_data(std::string(1, '\0'));
+    }
+  auto m2 = b.build();
+  REQUIRE(fuse(m2).empty());
+  REQUIRE(nodesOf(m2.graph, "QLinearMatMul").size() == 1);
 }

@@ -133,3 +133,69 @@ TEST_CASE("a zero point outside the type's range or a Clip wider than the type s
           std::string::npos);
   REQUIRE(nodesOf(m.graph, "QuantizeLinear").empty());
 }
+
+namespace {
+ModelBuilder qonnxQuant(float bits, bool isSigned, bool narrow, const std::string& mode, float zp = 0.0f,
+                        const char* domain = "qonnx.custom_op.general", bool perAxis = false) {
+  ModelBuilder b;
+  auto* op = b.proto().add_opset_import();
+  op->set_domain(domain);
+  op->set_version(1);
+  b.input("x", TensorProto::FLOAT, {1, 2, 3});
+  if (perAxis) b.floats("s", {1, 2, 1}, {0.5f, 0.25f});
+  else b.floats("s", {}, {0.5f});
+  b.floats("z", {}, {zp});
+  b.floats("bits", {}, {bits});
+  auto& q = b.node("Quant", {"x", "s", "z", "bits"}, {"y"}, "quant_7");
+  q.set_domain(domain);
+  setInt(q, "signed", isSigned);
+  setInt(q, "narrow", narrow);
+  auto* a = q.add_attribute();
+  a->set_name("rounding_mode");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(mode);
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("QONNX Quant 8-bit becomes Q -> DQ; 4-bit and narrow add an integer Clip") {
+  auto m = qonnxQuant(8, false, false, "ROUND").build();
+  run(m, qconv::lowerQonnxQuant);
+  REQUIRE(nodesOf(m.graph, "Quant").empty());
+  REQUIRE(nodesOf(m.graph, "Clip").empty());
+  auto* q = only(m.graph, "QuantizeLinear");
+  REQUIRE(q->input(2)->initializer()->data_type() == TensorProto::UINT8);
+  REQUIRE(only(m.graph, "DequantizeLinear")->output(0)->name() == "y");
+
+  for (auto [bits, isSigned, narrow, lo, hi] : std::vector<std::tuple<float, bool, bool, int64_t, int64_t>>{
+           {4, true, false, -8, 7}, {4, true, true, -7, 7}, {8, true, true, -127, 127}, {3, false, false, 0, 7},
+           {8, false, true, 0, 254}}) {
+    auto m2 = qonnxQuant(bits, isSigned, narrow, "HALF_EVEN", 0.0f, "onnx.brevitas").build();
+    run(m2, qconv::lowerQonnxQuant);
+    auto* clip = only(m2.graph, "Clip");
+    REQUIRE(intsOf(clip->input(1)) == std::vector<int64_t>{lo});
+    REQUIRE(intsOf(clip->input(2)) == std::vector<int64_t>{hi});
+    REQUIRE(clip->input(1)->initializer()->data_type() == (isSigned ? TensorProto::INT8 : TensorProto::UINT8));
+  }
+}
+
+TEST_CASE("QONNX Quant per channel gets a 1-D scale and its axis") {
+  auto m = qonnxQuant(8, true, false, "ROUND", 0.0f, "finn.custom_op.general", true).build();
+  run(m, qconv::lowerQonnxQuant);
+  auto* q = only(m.graph, "QuantizeLinear");
+  REQUIRE(q->attribute("axis")->i() == 1);
+  REQUIRE(floatsOf(q->input(1)) == std::vector<float>{0.5f, 0.25f});
+  REQUIRE(q->input(1)->initializer()->dims_size() == 1);
+}
+
+TEST_CASE("QONNX Quant that QuantizeLinear cannot say stays, naming node and reason") {
+  auto floor = qonnxQuant(8, true, false, "FLOOR").build();
+  REQUIRE(run(floor, qconv::lowerQonnxQuant).find("quant_7: stays qonnx.custom_op.general::Quant: rounding FLOOR has no "
+                                                 "QuantizeLinear form") != std::string::npos);
+  REQUIRE(nodesOf(floor.graph, "Quant").size() == 1);
+  auto zp = qonnxQuant(8, false, false, "ROUND", 3.0f).build();
+  REQUIRE(run(zp, qconv::lowerQonnxQuant).find("zero point is not constant 0") != std::string::npos);
+  auto wide = qonnxQuant(12, true, false, "ROUND").build();
+  REQUIRE(run(wide, qconv::lowerQonnxQuant).find("bit width is not a constant integer from 2 to 8") != std::string::npos);
+}

@@ -21,7 +21,9 @@
 //   7. that reader is a QuantizeLinear with constant per-tensor int8/uint8 parameters, or a
 //      Relu/Clip (constant bounds, one reader that is such a Q);
 //   8. a Relu/Clip is absorbed only when the Q makes it redundant: Q(lo) == qmin and
-//      Q(hi) == qmax, so the fused op computes exactly what the unfused one did.
+//      Q(hi) == qmax, so the fused op computes exactly what the unfused one did;
+//   9. y has x's type (onnxruntime has no QLinearConv kernel for int8 x with uint8 y, or the
+//      reverse, though the spec allows it).
 // Group, dilations, pads, strides, auto_pad and kernel_shape carry over with the name.
 // DequantizeLinear nodes that others still read stay (a shared DQ is handled per consumer).
 #include "qconv/passes/action_util.h"

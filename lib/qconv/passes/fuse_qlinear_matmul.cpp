@@ -14,10 +14,12 @@
 //      column (b of rank 2, axis 1 or -1, one scale per column);
 //   4. a int8 needs b int8 (onnxruntime's kernels: u8*u8, u8*s8, s8*s8);
 //   5. the MatMul output has one reader, is not a graph output or read by a subgraph, and
-//      that reader is a QuantizeLinear with constant per-tensor int8/uint8 parameters.
+//      that reader is a QuantizeLinear with constant per-tensor int8/uint8 parameters;
+//   6. y has a's type (onnxruntime's QLinearMatMul kernels).
 // QLinearMatMul has no bias: a following Add stays in QDQ form.
 #include <fmt/format.h>
 
+#include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/qdq_select.h"
 #include "qconv/pipeline/pass.h"
@@ -69,6 +71,11 @@ std::optional<MatMulGroup> selectMatMulGroup(ir::Node& mm, std::string* why) {
   auto y = quantizedOutput(mm, false, why);  // (5)
   if (!y) return std::nullopt;
   g.y = std::move(*y);
+  if (g.y.params.elem_type != g.a.params.elem_type) {  // (6)
+    *why = fmt::format("A is {} but the output is {} (QLinearMatMul kernels take y of A's type)",
+                       ir::typeName(g.a.params.elem_type), ir::typeName(g.y.params.elem_type));
+    return std::nullopt;
+  }
   return g;
 }
 

@@ -106,6 +106,12 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
   auto y = quantizedOutput(conv, true, why);
   if (!y) return std::nullopt;
   g.y = std::move(*y);
+  // (9) onnxruntime has QLinearConv kernels only for y of x's type
+  if (g.y.params.elem_type != g.x.params.elem_type) {
+    *why = fmt::format("x is {} but the output is {} (QLinearConv kernels take y of x's type)",
+                       ir::typeName(g.x.params.elem_type), ir::typeName(g.y.params.elem_type));
+    return std::nullopt;
+  }
   return g;
 }
 

@@ -13,7 +13,7 @@
 namespace qconv {
 
 std::vector<std::string> pipelineFor(Format format) {
-  if (format == Format::Qdq) return {"lower-contrib-qdq", "fold-producers", "lower-primitive-qdq", "pair-qdq"};
+  if (format == Format::Qdq) return {"lower-contrib-qdq", "lower-qonnx-quant", "fold-producers", "lower-primitive-qdq", "pair-qdq"};
   std::vector<std::string> all;
   for (const auto& p : passRegistry()) all.emplace_back(p.name);
   return all;

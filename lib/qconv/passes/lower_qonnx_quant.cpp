@@ -1,0 +1,169 @@
+// lower-qonnx-quant: QONNX Quant / IntQuant become QuantizeLinear [-> Clip] -> DequantizeLinear.
+//
+// Before (domains qonnx.custom_op.general, onnx.brevitas, finn.custom_op.general):
+//   x -> Quant(scale, zeropt, bitwidth; signed, narrow, rounding_mode) -> y
+//        y = (round(clamp(x / scale + zeropt, min, max)) - zeropt) * scale
+// After:
+//   x -> QuantizeLinear(s, 0:T[, axis]) -> [Clip(min:T, max:T)] -> DequantizeLinear(s, 0:T[, axis]) -> y
+//   T = int8 when signed, uint8 when not; the Clip only when [min, max] is narrower than T.
+//
+// A node is lowered when all of these hold, so the result computes the same bits:
+//   1. scale is a constant, positive and finite, per tensor or varying along one axis of x;
+//   2. zeropt is constant 0 (a non-zero zero point is added before rounding: not
+//      QuantizeLinear's math on ties);
+//   3. bitwidth is a constant integer from 2 to 8 (1-bit signed is bipolar);
+//   4. rounding_mode is ROUND or HALF_EVEN (ties to even, as QuantizeLinear);
+//   5. the default opset is >= 13 (per-axis Q/DQ, integer Clip).
+// Why it is exact: for integer bounds, round(clamp(v)) == clamp(round(v)); QuantizeLinear's
+// saturation to T then the Clip give [min, max]; DequantizeLinear's float(q) * s is QONNX's
+// y_int * scale. Otherwise the node stays as it is and the reason is noted per node.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/pipeline/pass.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+bool isQonnxQuant(const ir::Node& n) {
+  const std::string& d = n.domain();
+  return (n.opType() == "Quant" || n.opType() == "IntQuant") &&
+         (d == "qonnx.custom_op.general" || d == "onnx.brevitas" || d == "finn.custom_op.general");
+}
+
+struct QuantSpec {
+  std::vector<float> scale;
+  std::vector<int64_t> scale_dims;
+  bool per_axis = false;
+  int64_t axis = 0;
+  int32_t type = 0;
+  int64_t lo = 0, hi = 0;
+};
+
+std::optional<QuantSpec> matchQuant(const ir::Node& n, int64_t opset, std::string* why) {
+  QuantSpec q;
+  std::string inner;
+  auto floatsOf = [&](size_t slot) -> std::optional<std::vector<float>> {
+    const ir::Value* v = n.input(slot);
+    return v && v->isConstant() ? ir::readFloats(*v->initializer(), &inner) : std::nullopt;
+  };
+  auto scale = floatsOf(1);
+  if (!scale || scale->empty() ||
+      std::any_of(scale->begin(), scale->end(), [](float f) { return !(std::isfinite(f) && f > 0); })) {  // (1)
+    *why = "scale is not a constant positive finite tensor";
+    return std::nullopt;
+  }
+  q.scale = *scale;
+  q.scale_dims = ir::dimsOf(*n.input(1)->initializer());
+  if (q.scale.size() > 1) {
+    const int64_t rank = knownRank(n.input(0));
+    const int64_t srank = static_cast<int64_t>(q.scale_dims.size());
+    int64_t axes = 0;
+    for (int64_t k = 0; k < srank; ++k)
+      if (q.scale_dims[k] != 1) {
+        ++axes;
+        q.axis = rank - srank + k;
+      }
+    if (axes != 1 || rank < srank) {
+      *why = "scale varies along more than one axis, or the input's rank is unknown";
+      return std::nullopt;
+    }
+    q.per_axis = true;
+  }
+  auto zp = floatsOf(2);  // (2)
+  if (!zp || std::any_of(zp->begin(), zp->end(), [](float f) { return f != 0.0f; })) {
+    *why = "zero point is not constant 0 (QONNX adds it before rounding, QuantizeLinear after)";
+    return std::nullopt;
+  }
+  auto bits = floatsOf(3);  // (3)
+  if (!bits || bits->size() != 1 || std::nearbyint((*bits)[0]) != (*bits)[0] || (*bits)[0] < 2 || (*bits)[0] > 8) {
+    *why = "bit width is not a constant integer from 2 to 8";
+    return std::nullopt;
+  }
+  const int b = static_cast<int>((*bits)[0]);
+  const bool isSigned = n.attrInt("signed", 1) != 0;
+  const bool narrow = n.attrInt("narrow", 0) != 0;
+  std::string mode = "ROUND";
+  if (const auto* a = n.attribute("rounding_mode")) mode = a->s();
+  std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (mode != "ROUND" && mode != "HALF_EVEN") {  // (4)
+    *why = fmt::format("rounding {} has no QuantizeLinear form", mode);
+    return std::nullopt;
+  }
+  if (opset < 13) {  // (5)
+    *why = fmt::format("needs opset 13 (per-axis Q/DQ, integer Clip), the model has {}", opset);
+    return std::nullopt;
+  }
+  q.type = isSigned ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
+  q.lo = isSigned ? -(int64_t{1} << (b - 1)) + (narrow ? 1 : 0) : 0;
+  q.hi = isSigned ? (int64_t{1} << (b - 1)) - 1 : (int64_t{1} << b) - 1 - (narrow ? 1 : 0);
+  return q;
+}
+
+/// The rewrite. Operands, one line per input:
+///   QuantizeLinear   0 x <- Quant.input 0; 1 s <- Quant.input 1 (1-D copy when per axis);
+///                    2 new 0:T (scalar, or [N] zeros when per axis)
+///   Clip (narrow)    0 q; 1 new min:T; 2 new max:T
+///   DequantizeLinear 0 q or clipped q; 1 s; 2 the same 0:T; output <- Quant.output 0
+void lowerQuant(ir::Graph& graph, ir::Node& n, const QuantSpec& q) {
+  ir::Value* s = q.per_axis ? graph.addInitializer(n.input(1)->name() + "_1d",
+                                                   ir::makeFloatTensor({static_cast<int64_t>(q.scale.size())}, q.scale))
+                            : n.input(1);
+  // the zero point has the scale's shape (the standard ops require it)
+  const int64_t count = static_cast<int64_t>(q.scale.size());
+  ir::Value* zp = graph.addInitializer("zero_point", q.per_axis ? ir::makeIntTensor(q.type, {count}, std::vector<int64_t>(count, 0))
+                                                                : ir::makeIntTensor(q.type, {}, {0}));
+  auto withAxis = [&](ir::Node* node) {
+    if (q.per_axis) {
+      auto* a = node->mutableProto().add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(q.axis);
+    }
+  };
+  ir::Node* quant = graph.createNode("QuantizeLinear", "", {n.input(0), s, zp}, 1, &n);
+  withAxis(quant);
+  quant->output(0)->setElemType(q.type);
+  ir::Value* integers = quant->output(0);
+  auto [tmin, tmax] = ir::intRange(q.type);
+  if (q.lo != tmin || q.hi != tmax) {
+    ir::Value* lo = graph.addInitializer("clip_min", ir::makeIntTensor(q.type, {}, {q.lo}));
+    ir::Value* hi = graph.addInitializer("clip_max", ir::makeIntTensor(q.type, {}, {q.hi}));
+    ir::Node* clip = graph.createNode("Clip", "", {integers, lo, hi}, 1, &n);
+    clip->output(0)->setElemType(q.type);
+    integers = clip->output(0);
+  }
+  ir::Node* dq = graph.createNode("DequantizeLinear", "", {integers, s, zp}, 1, &n);
+  withAxis(dq);
+  dq->mutableProto().set_name(n.name());
+  graph.takeOutput(dq, 0, n.output(0));
+  std::vector<ir::Value*> params = {n.input(1), n.input(2), n.input(3)};
+  graph.destroyNode(&n);
+  for (ir::Value* v : params) graph.pruneIfDead(v);
+}
+
+}  // namespace
+
+void lowerQonnxQuant(ir::Model& model, PassContext& ctx) {
+  ir::Graph& graph = model.graph;
+  const int64_t opset = ir::defaultOpset(model);
+  for (ir::Node* n : graph.nodeSnapshot()) {
+    if (!graph.isAlive(n) || !isQonnxQuant(*n)) continue;
+    std::string why;
+    auto q = matchQuant(*n, opset, &why);
+    if (!q) {
+      ctx.keep(*n, fmt::format("stays {}::{}: {}", n->domain(), n->opType(), why));
+      continue;
+    }
+    lowerQuant(graph, *n, *q);
+    ctx.count("QONNX Quant lowered");
+  }
+}
+
+}  // namespace qconv
