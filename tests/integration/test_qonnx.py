@@ -116,3 +116,49 @@ def test_qonnx_twin_matches_qonnx_own_executor(tmp_path):
     want = qonnx.execute_onnx(m, {"input": x})["output"]
     got = outputs(session(twin), [x])[0]
     assert np.allclose(want, got, atol=1e-6)
+
+
+MODES = ["ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"]
+
+
+def single_quant(bits: float, signed: bool, narrow: bool, mode: str, zp: float) -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n)
+             for n, v in [("s", 0.25), ("z", zp), ("bits", bits)]]
+    node = helper.make_node("Quant", ["x", "s", "z", "bits"], ["y"], domain=DOMAIN, name="quant_1",
+                            signed=int(signed), narrow=int(narrow), rounding_mode=mode)
+    g = helper.make_graph([node], "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(DOMAIN, 1)])
+    m.ir_version = 7
+    return m
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("bits,signed,narrow,zp", [(8, True, False, 0.0), (4, False, True, 3.0), (12, True, True, -5.0),
+                                                    (1, True, False, 0.0)],
+                         ids=["8b-signed", "4b-unsigned-narrow-zp3", "12b-signed-narrow-zp-5", "1b-bipolar"])
+def test_every_quant_matches_qonnx_executor(mode, bits, signed, narrow, zp, tmp_path):
+    """Whatever form qconv picks (Q/DQ or float emulation), onnxruntime running it gives QONNX's
+    own executor's numbers."""
+    qonnx_exec = pytest.importorskip("qonnx.core.onnx_exec")
+    from qonnx.core.modelwrapper import ModelWrapper
+    m = single_quant(bits, signed, narrow, mode, zp)
+    src, dst = str(tmp_path / "q.onnx"), str(tmp_path / "std.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qdq")
+    assert r.returncode == 0, r.stderr
+    out = onnx.load(dst)
+    assert not any(n.domain for n in out.graph.node)  # standard ONNX only
+    onnx.checker.check_model(out, full_check=True)
+    qdq_form = mode in ("ROUND", "HALF_EVEN") and zp == 0 and 2 <= bits <= 8
+    assert any(n.op_type == "QuantizeLinear" for n in out.graph.node) == qdq_form
+    if not qdq_form:
+        assert "quant_1: qonnx.custom_op.general::Quant emulated exactly with float ops" in r.stderr
+    rng = np.random.default_rng(int(bits) * 31 + len(mode))
+    xs = [rng.normal(0, 30, (4, 64)).astype(np.float32),
+          ((np.round(rng.normal(0, 200, (4, 64))) + 0.5) * 0.25).astype(np.float32) * np.float32(1.0),  # ties
+          (np.round(rng.normal(0, 200, (4, 64))) * 0.125).astype(np.float32)]                     # ties and integers
+    got = outputs(session(dst), xs)
+    for x, g in zip(xs, got):
+        want = qonnx_exec.execute_onnx(ModelWrapper(m), {"x": x})["y"]
+        assert_same_values([want.astype(np.float32)], [g])

@@ -28,6 +28,10 @@ ModelBuilder contribQdq(int32_t type, int64_t opset, bool per_axis, bool with_ax
   return b;
 }
 
+std::string m_outputName(const qconv::ir::Model& m) {
+  return m.graph.outputs()[0]->name();
+}
+
 std::string run(qconv::ir::Model& m, void (*pass)(qconv::ir::Model&, qconv::PassContext&)) {
   Reporter r;
   pass(m, r.ctx);
@@ -189,13 +193,27 @@ TEST_CASE("QONNX Quant per channel gets a 1-D scale and its axis") {
   REQUIRE(q->input(1)->initializer()->dims_size() == 1);
 }
 
-TEST_CASE("QONNX Quant that QuantizeLinear cannot say stays, naming node and reason") {
+TEST_CASE("QONNX Quant that QuantizeLinear cannot say is emulated with float ops, naming node and reason") {
   auto floor = qonnxQuant(8, true, false, "FLOOR").build();
-  REQUIRE(run(floor, qconv::lowerQonnxQuant).find("quant_7: stays qonnx.custom_op.general::Quant: rounding FLOOR has no "
-                                                 "QuantizeLinear form") != std::string::npos);
-  REQUIRE(nodesOf(floor.graph, "Quant").size() == 1);
+  REQUIRE(run(floor, qconv::lowerQonnxQuant).find("quant_7: qonnx.custom_op.general::Quant emulated exactly with float "
+                                                 "ops (no Q/DQ form: rounding FLOOR has no QuantizeLinear form)") !=
+          std::string::npos);
+  REQUIRE(nodesOf(floor.graph, "Quant").empty());
+  REQUIRE(nodesOf(floor.graph, "Floor").size() == 1);
+  REQUIRE(nodesOf(floor.graph, "QuantizeLinear").empty());
+  REQUIRE(m_outputName(floor) == "y");
+
   auto zp = qonnxQuant(8, false, false, "ROUND", 3.0f).build();
-  REQUIRE(run(zp, qconv::lowerQonnxQuant).find("zero point is not constant 0") != std::string::npos);
-  auto wide = qonnxQuant(12, true, false, "ROUND").build();
+  REQUIRE(run(zp, qconv::lowerQonnxQuant).find("(no Q/DQ form: zero point is not constant 0") != std::string::npos);
+  REQUIRE(nodesOf(zp.graph, "Round").size() == 1);
+  auto wide = qonnxQuant(12, true, false, "HALF_UP").build();
   REQUIRE(run(wide, qconv::lowerQonnxQuant).find("bit width is not a constant integer from 2 to 8") != std::string::npos);
+  REQUIRE(nodesOf(wide.graph, "Sign").size() == 1);
+}
+
+TEST_CASE("QONNX Quant that neither form can say stays, with the reason") {
+  auto huge = qonnxQuant(30, true, false, "ROUND").build();
+  REQUIRE(run(huge, qconv::lowerQonnxQuant).find("quant_7: stays qonnx.custom_op.general::Quant: bit width is not a "
+                                                "constant integer from 1 to 24") != std::string::npos);
+  REQUIRE(nodesOf(huge.graph, "Quant").size() == 1);
 }

@@ -16,7 +16,9 @@
 //   5. the default opset is >= 13 (per-axis Q/DQ, integer Clip).
 // Why it is exact: for integer bounds, round(clamp(v)) == clamp(round(v)); QuantizeLinear's
 // saturation to T then the Clip give [min, max]; DequantizeLinear's float(q) * s is QONNX's
-// y_int * scale. Otherwise the node stays as it is and the reason is noted per node.
+// y_int * scale. Otherwise the node is emulated exactly with standard float ops
+// (qonnx_emulation.cpp): still the same numbers, but nothing a QLinear op can fuse, and the
+// note says why. A node neither can handle stays as it is, with the reason.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <cmath>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/qonnx_emulation.h"
 #include "qconv/pipeline/pass.h"
 #include "qconv/quant.h"
 
@@ -158,7 +161,14 @@ void lowerQonnxQuant(ir::Model& model, PassContext& ctx) {
     std::string why;
     auto q = matchQuant(*n, opset, &why);
     if (!q) {
-      ctx.keep(*n, fmt::format("stays {}::{}: {}", n->domain(), n->opType(), why));
+      const std::string label = n->label(), op = n->domain() + "::" + n->opType();
+      std::string inner;
+      if (emulateQonnxQuant(graph, *n, opset, &inner)) {
+        ctx.keepLabel(label, fmt::format("{} emulated exactly with float ops (no Q/DQ form: {})", op, why));
+        ctx.count("QONNX Quant emulated");
+      } else {
+        ctx.keepLabel(label, fmt::format("stays {}: {}", op, inner));
+      }
       continue;
     }
     lowerQuant(graph, *n, *q);

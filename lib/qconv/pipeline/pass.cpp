@@ -16,8 +16,8 @@ void PassContext::approximate(const ir::Node& n, const std::string& what) {
   approximations_.push_back(std::move(line));
 }
 
-void PassContext::keep(const ir::Node& n, const std::string& reason) {
-  log_.info("{}: {}", n.label(), reason);
+void PassContext::keepLabel(const std::string& label, const std::string& reason) {
+  log_.info("{}: {}", label, reason);
 }
 
 void PassContext::note(const ir::Node& n, const std::string& what) { log_.debug("{}: {}", n.label(), what); }

@@ -34,7 +34,8 @@ class PassContext {
   /// written into the output's metadata_props ("qconv.approximations").
   void approximate(const ir::Node& n, const std::string& what);
   /// A construct a pass recognised but leaves as it is, and why (logged at info level).
-  void keep(const ir::Node& n, const std::string& reason);
+  void keep(const ir::Node& n, const std::string& reason) { keepLabel(n.label(), reason); }
+  void keepLabel(const std::string& label, const std::string& reason);
   /// Something a pass did that the user may want to know (logged at debug level).
   void note(const ir::Node& n, const std::string& what);
   void count(const std::string& what, int n = 1) { counters_[what] += n; }

@@ -1,0 +1,94 @@
+// Emulation of QONNX Quant with standard float ops (see lower_qonnx_quant.cpp for when).
+//
+// Before:  x -> Quant(scale, zeropt, bitwidth; signed, narrow, rounding_mode) -> y
+// After:   x -> Div(scale) -> Add(zeropt) -> Clip(min, max) -> <rounding> -> Sub(zeropt) -> Mul(scale) -> y
+//   <rounding>: ROUND, HALF_EVEN -> Round; CEIL -> Ceil; FLOOR -> Floor;
+//               UP -> Sign(v) * Ceil(Abs(v)); DOWN -> Sign(v) * Floor(Abs(v));
+//               HALF_UP -> Sign(v) * Floor(Abs(v) + 0.5); HALF_DOWN -> Sign(v) * Ceil(Abs(v) - 0.5)
+//   1-bit signed (bipolar): Where(v >= 0, 1, -1) in place of clamp and rounding.
+// Each step is one float32 operation of QONNX's own definition (qonnx int_quant), in its order,
+// so the result is the same number; clamping before rounding as QONNX does.
+#include "qconv/passes/qonnx_emulation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "qconv/ir/tensor.h"
+
+namespace qconv {
+
+namespace {
+
+struct Emitter {
+  ir::Graph& graph;
+  ir::Node* before;
+  ir::Value* op(const char* type, std::vector<ir::Value*> in) {
+    ir::Node* n = graph.createNode(type, "", in, 1, before);
+    n->output(0)->setElemType(onnx::TensorProto::FLOAT);
+    return n->output(0);
+  }
+  ir::Value* constant(const char* hint, float v) { return graph.addInitializer(hint, ir::makeFloatTensor({}, {v})); }
+};
+
+}  // namespace
+
+bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::string* why) {
+  if (opset < 12) {
+    *why = fmt::format("emulation needs opset 12, the model has {}", opset);
+    return false;
+  }
+  const ir::Value* bitsValue = n.input(3);
+  std::string inner;
+  auto bits = bitsValue && bitsValue->isConstant() ? ir::readFloats(*bitsValue->initializer(), &inner) : std::nullopt;
+  if (!bits || bits->size() != 1 || std::nearbyint((*bits)[0]) != (*bits)[0] || (*bits)[0] < 1 || (*bits)[0] > 24) {
+    *why = "bit width is not a constant integer from 1 to 24";
+    return false;
+  }
+  const int b = static_cast<int>((*bits)[0]);
+  const bool isSigned = n.attrInt("signed", 1) != 0;
+  const bool narrow = n.attrInt("narrow", 0) != 0;
+  std::string mode = "ROUND";
+  if (const auto* a = n.attribute("rounding_mode")) mode = a->s();
+  std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::toupper(c); });
+  static const char* const kModes[] = {"ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"};
+  if (std::none_of(std::begin(kModes), std::end(kModes), [&](const char* m) { return mode == m; })) {
+    *why = fmt::format("rounding mode {} is not one QONNX defines", mode);
+    return false;
+  }
+  Emitter e{graph, &n};
+  ir::Value* x = n.input(0);
+  ir::Value* scale = n.input(1);
+  ir::Value* zp = n.input(2);
+  ir::Value* v = e.op("Add", {e.op("Div", {x, scale}), zp});
+  if (b == 1 && isSigned) {  // qonnx: bipolar values
+    ir::Value* nonNegative = e.op("GreaterOrEqual", {v, e.constant("zero", 0.0f)});
+    nonNegative->setElemType(onnx::TensorProto::BOOL);
+    v = e.op("Where", {nonNegative, e.constant("one", 1.0f), e.constant("minus_one", -1.0f)});
+  } else {
+    const double lo = isSigned ? -std::ldexp(1.0, b - 1) + (narrow ? 1 : 0) : 0.0;
+    const double hi = isSigned ? std::ldexp(1.0, b - 1) - 1 : std::ldexp(1.0, b) - 1 - (narrow ? 1 : 0);
+    v = e.op("Clip", {v, e.constant("clip_min", static_cast<float>(lo)), e.constant("clip_max", static_cast<float>(hi))});
+    if (mode == "ROUND" || mode == "HALF_EVEN") v = e.op("Round", {v});
+    else if (mode == "CEIL") v = e.op("Ceil", {v});
+    else if (mode == "FLOOR") v = e.op("Floor", {v});
+    else {
+      ir::Value* sign = e.op("Sign", {v});
+      ir::Value* mag = e.op("Abs", {v});
+      if (mode == "UP") mag = e.op("Ceil", {mag});
+      else if (mode == "DOWN") mag = e.op("Floor", {mag});
+      else if (mode == "HALF_UP") mag = e.op("Floor", {e.op("Add", {mag, e.constant("half", 0.5f)})});
+      else mag = e.op("Ceil", {e.op("Sub", {mag, e.constant("half", 0.5f)})});
+      v = e.op("Mul", {sign, mag});
+    }
+  }
+  ir::Node* last = graph.createNode("Mul", "", {e.op("Sub", {v, zp}), scale}, 1, &n);
+  last->mutableProto().set_name(n.name());
+  graph.takeOutput(last, 0, n.output(0));
+  graph.destroyNode(&n);
+  return true;
+}
+
+}  // namespace qconv
