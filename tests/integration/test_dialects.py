@@ -152,3 +152,43 @@ def test_narrow_range_is_kept_exactly(quantized, tmp_path):
         clips = [n for n in onnx.load(dst).graph.node if n.op_type == "Clip"]
         assert len(clips) == 1  # the integer Clip that keeps [-127, 127]
     assert_bit_identical(outputs(session(src), xs), outputs(session(str(tmp_path / "qdq.onnx")), xs))
+
+
+def as_quark(src: str, dst: str) -> int:
+    """Rewrite a standard QDQ model in AMD Quark's form: com.amd.quark ExtendedQuantizeLinear /
+    ExtendedDequantizeLinear, with axis=0 left out (Quark reads a missing axis as 0). Quark's
+    kernel computes saturate(nearbyint(x / s) + z) and (q - z) * s, so the standard original is
+    this model's twin."""
+    m = onnx.load(src)
+    made = 0
+    for n in m.graph.node:
+        if n.domain == "" and n.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            n.domain = "com.amd.quark"
+            n.op_type = "Extended" + n.op_type
+            keep = [a for a in n.attribute if not (a.name == "axis" and a.i == 0)]
+            del n.attribute[:]
+            n.attribute.extend(keep)
+            made += 1
+    m.opset_import.append(helper.make_opsetid("com.amd.quark", 1))
+    onnx.save(m, dst)
+    return made
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "mobilenet_style", "mlp"])
+def test_quark_extended_qdq(name, quantized, tmp_path):
+    std = quantized((name, True, "uint8"))
+    src = str(tmp_path / "quark.onnx")
+    assert as_quark(std, src) > 0
+    xs = models.sample_inputs(models.FLOAT_MODELS[name](), 6, seed=31)
+    qdq = str(tmp_path / "qdq.onnx")
+    r = run_qconv("convert", src, qdq, "--format", "qdq")
+    assert r.returncode == 0, r.stderr
+    assert not any(n.domain for n in onnx.load(qdq).graph.node)
+    onnx.checker.check_model(onnx.load(qdq), full_check=True)
+    assert_bit_identical(outputs(session(std), xs), outputs(session(qdq), xs))
+    qop = str(tmp_path / "qop.onnx")
+    r = run_qconv("convert", src, qop, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    target, expected = models.TARGET_COUNTS[name]
+    assert op_counts(qop).get("QLinearConv" if target == "Conv" else "QLinearMatMul", 0) == expected
+    assert max_abs_diff(outputs(session(std, "extended"), xs), outputs(session(qop), xs)) <= output_step(std) * 1.0001

@@ -217,3 +217,26 @@ TEST_CASE("QONNX Quant that neither form can say stays, with the reason") {
                                                 "constant integer from 1 to 24") != std::string::npos);
   REQUIRE(nodesOf(huge.graph, "Quant").size() == 1);
 }
+
+TEST_CASE("com.amd.quark Extended Q/DQ become standard; a missing axis means axis 0") {
+  ModelBuilder b;
+  auto* op = b.proto().add_opset_import();
+  op->set_domain("com.amd.quark");
+  op->set_version(1);
+  b.input("x", TensorProto::FLOAT, {2, 3});
+  b.floats("w", {2, 3}, {1, 2, 3, 4, 5, 6});
+  b.floats("s", {2}, {0.5f, 0.25f});
+  b.ints("z", TensorProto::INT8, {2}, {0, 0});
+  b.node("ExtendedQuantizeLinear", {"w", "s", "z"}, {"wq"}, "q_w").set_domain("com.amd.quark");
+  b.node("ExtendedDequantizeLinear", {"wq", "s", "z"}, {"wd"}, "dq_w").set_domain("com.amd.quark");
+  b.node("Add", {"x", "wd"}, {"y"}, "add");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  run(m, qconv::lowerContribQdq);
+  auto* q = only(m.graph, "QuantizeLinear");
+  auto* dq = only(m.graph, "DequantizeLinear");
+  REQUIRE(q->domain().empty());
+  REQUIRE(q->attribute("axis")->i() == 0);
+  REQUIRE(dq->attribute("axis")->i() == 0);
+  REQUIRE(nodesOf(m.graph, "ExtendedQuantizeLinear").empty());
+}

@@ -1,22 +1,28 @@
-// lower-contrib-qdq: com.microsoft QuantizeLinear / DequantizeLinear become standard ones.
+// lower-contrib-qdq: contrib-domain QuantizeLinear / DequantizeLinear become standard ones.
 //
 // Before:
-//   x -> com.microsoft::QuantizeLinear(s, z[, axis]) -> q -> com.microsoft::DequantizeLinear(s, z[, axis]) -> y
+//   x -> <domain>::<Q>(s, z[, axis]) -> q -> <domain>::<DQ>(s, z[, axis]) -> y
 // After:
 //   x -> QuantizeLinear(s, z[, axis]) -> q -> DequantizeLinear(s, z[, axis]) -> y
 //
-// Same formula, same inputs; only the attribute semantics differ: com.microsoft has no default
-// axis (absent = per tensor) where the standard op defaults to axis 1. A node is lowered when:
+// The dialects (kContribQdq), each computing saturate(nearbyint(x / s) + z) and (q - z) * s:
+//   com.microsoft   QuantizeLinear / DequantizeLinear: an absent axis means per tensor
+//                   (onnxruntime ContribOperators.md);
+//   com.amd.quark   ExtendedQuantizeLinear / ExtendedDequantizeLinear: an absent axis means
+//                   axis 0 (Quark's custom_op_qdq.cc reads a missing attribute as 0).
+// Same formula, same inputs; only the axis rule differs from the standard op's default of 1, so
+// the standard node always gets an explicit axis when per axis. A node is lowered when:
 //   1. its quantized type (the zero point's, else the DQ input's, else uint8 for a Q) is int8 or
 //      uint8; or int16/uint16 in a model whose default opset is >= 21 (where the standard op
 //      takes them); or int32 into a DequantizeLinear whose zero point is absent or 0 (a bias);
-//   2. its scale is per tensor, or 1-D per axis with an explicit axis attribute, and per axis
-//      needs a default opset >= 13 (the first standard op with `axis`);
+//   2. its scale is per tensor, or 1-D per axis with an axis (explicit, or the dialect's rule),
+//      and per axis needs a default opset >= 13 (the first standard op with `axis`);
 //   3. it has no attribute but `axis`.
-// A node that fails stays com.microsoft (onnxruntime runs it) and the reason is noted.
+// A node that fails stays as it is and the reason is noted.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/pipeline/pass.h"
@@ -26,16 +32,44 @@ namespace qconv {
 
 namespace {
 
-int32_t quantizedType(const ir::Node& n) {
+struct ContribQdq {
+  const char* domain;
+  const char* quantize;
+  const char* dequantize;
+  std::optional<int64_t> absent_axis;  // what a missing axis means for a per-axis scale
+};
+
+constexpr int64_t kAxis0 = 0;
+const ContribQdq kContribQdq[] = {
+    {"com.microsoft", "QuantizeLinear", "DequantizeLinear", std::nullopt},
+    {"com.amd.quark", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear", kAxis0},
+};
+
+/// The dialect of `n` and whether it quantizes, or null.
+const ContribQdq* dialectOf(const ir::Node& n, bool* quantize) {
+  for (const auto& d : kContribQdq)
+    if (n.domain() == d.domain && (n.opType() == d.quantize || n.opType() == d.dequantize)) {
+      *quantize = n.opType() == d.quantize;
+      return &d;
+    }
+  return nullptr;
+}
+
+int32_t quantizedType(const ir::Node& n, bool quantize) {
   if (const ir::Value* zp = n.input(2); zp && zp->elemType()) return zp->elemType();
-  if (n.opType() == "QuantizeLinear") return onnx::TensorProto::UINT8;
+  if (quantize) return onnx::TensorProto::UINT8;
   return n.input(0) ? n.input(0)->elemType() : 0;
 }
 
-bool lowerable(const ir::Node& n, int64_t opset, std::string* why) {
-  const int32_t t = quantizedType(n);
+bool isPerTensor(const ir::Node& n) {
+  const ir::Value* s = n.input(1);
+  return s && s->isConstant() && ir::numElements(*s->initializer()).value_or(-1) == 1;
+}
+
+bool lowerable(const ir::Node& n, const ContribQdq& d, bool quantize, int64_t opset, std::string* why) {
+  const int32_t t = quantizedType(n, quantize);
   const bool wide = t == onnx::TensorProto::INT16 || t == onnx::TensorProto::UINT16;
-  if (t == onnx::TensorProto::INT32 && n.opType() == "DequantizeLinear") {  // (1) a bias
+  if (t == onnx::TensorProto::INT32 && !quantize) {  // (1) a bias
     const ir::Value* zp = n.input(2);
     std::string inner;
     auto z = zp && zp->isConstant() ? ir::readInts(*zp->initializer(), &inner) : std::nullopt;
@@ -52,11 +86,9 @@ bool lowerable(const ir::Node& n, int64_t opset, std::string* why) {
       *why = fmt::format("attribute '{}' has no standard meaning", a.name());
       return false;
     }
-  const ir::Value* s = n.input(1);
-  const int64_t count = s && s->isConstant() ? ir::numElements(*s->initializer()).value_or(-1) : -1;
-  if (count == 1) return true;  // (2) per tensor, whatever the axis says
-  if (!n.attribute("axis")) {
-    *why = "scale is not a constant scalar and there is no axis (com.microsoft has no default axis)";
+  if (isPerTensor(n)) return true;  // (2) per tensor, whatever the axis says
+  if (!n.attribute("axis") && !d.absent_axis) {
+    *why = fmt::format("scale is not a constant scalar and there is no axis ({} has no default axis)", d.domain);
     return false;
   }
   if (opset < 13) {
@@ -72,24 +104,28 @@ void lowerContribQdq(ir::Model& model, PassContext& ctx) {
   ir::Graph& graph = model.graph;
   const int64_t opset = ir::defaultOpset(model);
   for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || n->domain() != "com.microsoft" ||
-        (n->opType() != "QuantizeLinear" && n->opType() != "DequantizeLinear"))
-      continue;
+    bool quantize = false;
+    const ContribQdq* d = graph.isAlive(n) ? dialectOf(*n, &quantize) : nullptr;
+    if (!d) continue;
     std::string why;
-    if (!lowerable(*n, opset, &why)) {
-      ctx.keep(*n, "stays com.microsoft: " + why);
+    if (!lowerable(*n, *d, quantize, opset, &why)) {
+      ctx.keep(*n, fmt::format("stays {}: {}", d->domain, why));
       continue;
     }
-    ir::Node* standard = graph.createNode(n->opType(), "", n->inputs(), 1, n);
+    const char* op = quantize ? "QuantizeLinear" : "DequantizeLinear";
+    ir::Node* standard = graph.createNode(op, "", n->inputs(), 1, n);
     standard->mutableProto().set_name(n->name());
-    const ir::Value* s = n->input(1);
-    const bool perTensor = s && s->isConstant() && ir::numElements(*s->initializer()).value_or(-1) == 1;
-    if (const auto* axis = n->attribute("axis"); axis && !perTensor) *standard->mutableProto().add_attribute() = *axis;
+    if (!isPerTensor(*n)) {
+      auto* axis = standard->mutableProto().add_attribute();
+      axis->set_name("axis");
+      axis->set_type(onnx::AttributeProto::INT);
+      axis->set_i(n->attribute("axis") ? n->attribute("axis")->i() : *d->absent_axis);
+    }
     ir::Value* out = n->output(0);
-    if (out->elemType() == 0 && n->opType() == "QuantizeLinear") out->setElemType(quantizedType(*n));
+    if (out->elemType() == 0 && quantize) out->setElemType(quantizedType(*n, true));
     graph.takeOutput(standard, 0, out);
     graph.destroyNode(n);
-    ctx.count("com.microsoft " + standard->opType() + " lowered");
+    ctx.count(fmt::format("{} {} lowered", d->domain, op));
   }
 }
 
