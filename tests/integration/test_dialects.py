@@ -14,6 +14,27 @@ from conftest import max_abs_diff, op_counts, output_step, outputs, run_qconv, s
 from test_qdq_exact import assert_bit_identical
 
 
+def check_standard_forms(name: str, src: str, twin: str, judge: str, xs, tmp_path) -> str:
+    """The two promises for a dialect model `src`:
+    --format qdq gives standard ONNX only, checker-clean, with `twin`'s numbers bit for bit;
+    --format qop fuses every target and stays within one output step of onnxruntime running
+    `judge` (src itself when onnxruntime runs it, else its standard twin) with its own fusion.
+    Returns the QDQ output's path."""
+    qdq = str(tmp_path / "qdq.onnx")
+    r = run_qconv("convert", src, qdq, "--format", "qdq")
+    assert r.returncode == 0, r.stderr
+    assert not any(n.domain for n in onnx.load(qdq).graph.node)
+    onnx.checker.check_model(onnx.load(qdq), full_check=True)
+    assert_bit_identical(outputs(session(twin), xs), outputs(session(qdq), xs))
+    qop = str(tmp_path / "qop.onnx")
+    r = run_qconv("convert", src, qop, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    target, expected = models.TARGET_COUNTS[name]
+    assert op_counts(qop).get("QLinearConv" if target == "Conv" else "QLinearMatMul", 0) == expected
+    assert max_abs_diff(outputs(session(judge, "extended"), xs), outputs(session(qop), xs)) <= output_step(judge) * 1.0001
+    return qdq
+
+
 def quantize_contrib(name: str, path: str, activation: str, work) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     fm = models.FLOAT_MODELS[name]()
@@ -40,20 +61,8 @@ def test_contrib_qdq_from_onnxruntime(name, activation, tmp_path):
     quantize_contrib(name, src, activation, tmp_path)
     assert any(n.domain == "com.microsoft" for n in onnx.load(src).graph.node)
     xs = models.sample_inputs(models.FLOAT_MODELS[name](), 6, seed=8)
-
-    qdq = str(tmp_path / "qdq.onnx")
-    r = run_qconv("convert", src, qdq, "--format", "qdq")
-    assert r.returncode == 0, r.stderr
-    assert not any(n.domain == "com.microsoft" for n in onnx.load(qdq).graph.node)
-    onnx.checker.check_model(onnx.load(qdq), full_check=True)
-    assert_bit_identical(outputs(session(src), xs), outputs(session(qdq), xs))
-
-    qop = str(tmp_path / "qop.onnx")
-    r = run_qconv("convert", src, qop, "--format", "qop")
-    assert r.returncode == 0, r.stderr
-    target, expected = models.TARGET_COUNTS[name]
-    assert op_counts(qop).get("QLinearConv" if target == "Conv" else "QLinearMatMul", 0) == expected
-    assert max_abs_diff(outputs(session(src, "extended"), xs), outputs(session(qop), xs)) <= output_step(qdq) * 1.0001
+    # onnxruntime runs com.microsoft Q/DQ: the model is its own twin and its own judge
+    check_standard_forms(name, src, src, src, xs, tmp_path)
 
 
 def test_contrib_uint16_at_opset_21_lowers_exactly_and_is_not_fused(tmp_path):
@@ -121,23 +130,11 @@ def test_primitive_qdq_lowers_exactly_and_fuses(name, activation, quantized, tmp
     src = str(tmp_path / "primitive.onnx")
     assert expand_to_primitives(std, src) > 0
     xs = models.sample_inputs(models.FLOAT_MODELS[name](), 6, seed=21)
-
-    qdq = str(tmp_path / "qdq.onnx")
-    r = run_qconv("convert", src, qdq, "--format", "qdq")
-    assert r.returncode == 0, r.stderr
+    qdq = check_standard_forms(name, src, src, std, xs, tmp_path)
     counts = op_counts(qdq)
     for op in ("Div", "Round", "Clip", "Cast", "Sub"):
         assert counts.get(op, 0) == 0, f"{op} left"
     assert counts["QuantizeLinear"] == op_counts(std)["QuantizeLinear"]
-    assert_bit_identical(outputs(session(src), xs), outputs(session(qdq), xs))
-
-    qop = str(tmp_path / "qop.onnx")
-    r = run_qconv("convert", src, qop, "--format", "qop")
-    assert r.returncode == 0, r.stderr
-    target, expected = models.TARGET_COUNTS[name]
-    assert op_counts(qop).get("QLinearConv" if target == "Conv" else "QLinearMatMul", 0) == expected
-    # the judge: onnxruntime fusing the standard QDQ model these primitives were made from
-    assert max_abs_diff(outputs(session(std, "extended"), xs), outputs(session(qop), xs)) <= output_step(std) * 1.0001
 
 
 def test_narrow_range_is_kept_exactly(quantized, tmp_path):
@@ -180,15 +177,4 @@ def test_quark_extended_qdq(name, quantized, tmp_path):
     src = str(tmp_path / "quark.onnx")
     assert as_quark(std, src) > 0
     xs = models.sample_inputs(models.FLOAT_MODELS[name](), 6, seed=31)
-    qdq = str(tmp_path / "qdq.onnx")
-    r = run_qconv("convert", src, qdq, "--format", "qdq")
-    assert r.returncode == 0, r.stderr
-    assert not any(n.domain for n in onnx.load(qdq).graph.node)
-    onnx.checker.check_model(onnx.load(qdq), full_check=True)
-    assert_bit_identical(outputs(session(std), xs), outputs(session(qdq), xs))
-    qop = str(tmp_path / "qop.onnx")
-    r = run_qconv("convert", src, qop, "--format", "qop")
-    assert r.returncode == 0, r.stderr
-    target, expected = models.TARGET_COUNTS[name]
-    assert op_counts(qop).get("QLinearConv" if target == "Conv" else "QLinearMatMul", 0) == expected
-    assert max_abs_diff(outputs(session(std, "extended"), xs), outputs(session(qop), xs)) <= output_step(std) * 1.0001
+    check_standard_forms(name, src, std, std, xs, tmp_path)

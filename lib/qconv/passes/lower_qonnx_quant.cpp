@@ -22,7 +22,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 #include "qconv/ir/tensor.h"
@@ -84,28 +83,22 @@ std::optional<QuantSpec> matchQuant(const ir::Node& n, int64_t opset, std::strin
     *why = "zero point is not constant 0 (QONNX adds it before rounding, QuantizeLinear after)";
     return std::nullopt;
   }
-  auto bits = floatsOf(3);  // (3)
-  if (!bits || bits->size() != 1 || std::nearbyint((*bits)[0]) != (*bits)[0] || (*bits)[0] < 2 || (*bits)[0] > 8) {
+  const QonnxQuantAttrs attrs = readQonnxQuant(n);
+  if (!attrs.bits || *attrs.bits < 2 || *attrs.bits > 8) {  // (3)
     *why = "bit width is not a constant integer from 2 to 8";
     return std::nullopt;
   }
-  const int b = static_cast<int>((*bits)[0]);
-  const bool isSigned = n.attrInt("signed", 1) != 0;
-  const bool narrow = n.attrInt("narrow", 0) != 0;
-  std::string mode = "ROUND";
-  if (const auto* a = n.attribute("rounding_mode")) mode = a->s();
-  std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::toupper(c); });
-  if (mode != "ROUND" && mode != "HALF_EVEN") {  // (4)
-    *why = fmt::format("rounding {} has no QuantizeLinear form", mode);
+  if (attrs.mode != "ROUND" && attrs.mode != "HALF_EVEN") {  // (4)
+    *why = fmt::format("rounding {} has no QuantizeLinear form", attrs.mode);
     return std::nullopt;
   }
   if (opset < 13) {  // (5)
     *why = fmt::format("needs opset 13 (per-axis Q/DQ, integer Clip), the model has {}", opset);
     return std::nullopt;
   }
-  q.type = isSigned ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
-  q.lo = isSigned ? -(int64_t{1} << (b - 1)) + (narrow ? 1 : 0) : 0;
-  q.hi = isSigned ? (int64_t{1} << (b - 1)) - 1 : (int64_t{1} << b) - 1 - (narrow ? 1 : 0);
+  q.type = attrs.is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8;
+  q.lo = attrs.lo();
+  q.hi = attrs.hi();
   return q;
 }
 
@@ -163,7 +156,7 @@ void lowerQonnxQuant(ir::Model& model, PassContext& ctx) {
     if (!q) {
       const std::string label = n->label(), op = n->domain() + "::" + n->opType();
       std::string inner;
-      if (emulateQonnxQuant(graph, *n, opset, &inner)) {
+      if (emulateQonnxQuant(graph, *n, readQonnxQuant(*n), opset, &inner)) {
         ctx.keepLabel(label, fmt::format("{} emulated exactly with float ops (no Q/DQ form: {})", op, why));
         ctx.count("QONNX Quant emulated");
       } else {

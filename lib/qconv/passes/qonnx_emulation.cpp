@@ -35,24 +35,36 @@ struct Emitter {
 
 }  // namespace
 
-bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::string* why) {
+int64_t QonnxQuantAttrs::lo() const { return is_signed ? -(int64_t{1} << (*bits - 1)) + (narrow ? 1 : 0) : 0; }
+
+int64_t QonnxQuantAttrs::hi() const {
+  return is_signed ? (int64_t{1} << (*bits - 1)) - 1 : (int64_t{1} << *bits) - 1 - (narrow ? 1 : 0);
+}
+
+QonnxQuantAttrs readQonnxQuant(const ir::Node& n) {
+  QonnxQuantAttrs q;
+  const ir::Value* v = n.input(3);
+  std::string why;
+  auto bits = v && v->isConstant() ? ir::readFloats(*v->initializer(), &why) : std::nullopt;
+  if (bits && bits->size() == 1 && std::nearbyint((*bits)[0]) == (*bits)[0] && (*bits)[0] >= 1 && (*bits)[0] <= 62)
+    q.bits = static_cast<int>((*bits)[0]);
+  q.is_signed = n.attrInt("signed", 1) != 0;
+  q.narrow = n.attrInt("narrow", 0) != 0;
+  if (const auto* a = n.attribute("rounding_mode")) q.mode = a->s();
+  std::transform(q.mode.begin(), q.mode.end(), q.mode.begin(), [](unsigned char c) { return std::toupper(c); });
+  return q;
+}
+
+bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, int64_t opset, std::string* why) {
   if (opset < 12) {
     *why = fmt::format("emulation needs opset 12, the model has {}", opset);
     return false;
   }
-  const ir::Value* bitsValue = n.input(3);
-  std::string inner;
-  auto bits = bitsValue && bitsValue->isConstant() ? ir::readFloats(*bitsValue->initializer(), &inner) : std::nullopt;
-  if (!bits || bits->size() != 1 || std::nearbyint((*bits)[0]) != (*bits)[0] || (*bits)[0] < 1 || (*bits)[0] > 24) {
+  if (!q.bits || *q.bits > 24) {
     *why = "bit width is not a constant integer from 1 to 24";
     return false;
   }
-  const int b = static_cast<int>((*bits)[0]);
-  const bool isSigned = n.attrInt("signed", 1) != 0;
-  const bool narrow = n.attrInt("narrow", 0) != 0;
-  std::string mode = "ROUND";
-  if (const auto* a = n.attribute("rounding_mode")) mode = a->s();
-  std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::toupper(c); });
+  const std::string& mode = q.mode;
   static const char* const kModes[] = {"ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"};
   if (std::none_of(std::begin(kModes), std::end(kModes), [&](const char* m) { return mode == m; })) {
     *why = fmt::format("rounding mode {} is not one QONNX defines", mode);
@@ -63,14 +75,13 @@ bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::string
   ir::Value* scale = n.input(1);
   ir::Value* zp = n.input(2);
   ir::Value* v = e.op("Add", {e.op("Div", {x, scale}), zp});
-  if (b == 1 && isSigned) {  // qonnx: bipolar values
+  if (*q.bits == 1 && q.is_signed) {  // qonnx: bipolar values
     ir::Value* nonNegative = e.op("GreaterOrEqual", {v, e.constant("zero", 0.0f)});
     nonNegative->setElemType(onnx::TensorProto::BOOL);
     v = e.op("Where", {nonNegative, e.constant("one", 1.0f), e.constant("minus_one", -1.0f)});
   } else {
-    const double lo = isSigned ? -std::ldexp(1.0, b - 1) + (narrow ? 1 : 0) : 0.0;
-    const double hi = isSigned ? std::ldexp(1.0, b - 1) - 1 : std::ldexp(1.0, b) - 1 - (narrow ? 1 : 0);
-    v = e.op("Clip", {v, e.constant("clip_min", static_cast<float>(lo)), e.constant("clip_max", static_cast<float>(hi))});
+    // exact in float32: |bounds| <= 2^24
+    v = e.op("Clip", {v, e.constant("clip_min", static_cast<float>(q.lo())), e.constant("clip_max", static_cast<float>(q.hi()))});
     if (mode == "ROUND" || mode == "HALF_EVEN") v = e.op("Round", {v});
     else if (mode == "CEIL") v = e.op("Ceil", {v});
     else if (mode == "FLOOR") v = e.op("Floor", {v});
