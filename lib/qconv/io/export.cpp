@@ -1,6 +1,7 @@
 // emit: IR -> ModelProto.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <unordered_set>
 
 #include "qconv/diag.h"
