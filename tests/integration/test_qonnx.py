@@ -162,3 +162,26 @@ def test_every_quant_matches_qonnx_executor(mode, bits, signed, narrow, zp, tmp_
     for x, g in zip(xs, got):
         want = qonnx_exec.execute_onnx(ModelWrapper(m), {"x": x})["y"]
         assert_same_values([want.astype(np.float32)], [g])
+
+
+@pytest.mark.parametrize("domain", [DOMAIN, "onnx.brevitas"])
+def test_bipolar_quant_matches_qonnx_executor(domain, tmp_path):
+    qonnx_exec = pytest.importorskip("qonnx.core.onnx_exec")
+    from qonnx.core.modelwrapper import ModelWrapper
+    inits = [numpy_helper.from_array(np.array([[0.5], [2.0], [0.25], [1.0]], np.float32), "s")]
+    node = helper.make_node("BipolarQuant", ["x", "s"], ["y"], domain=domain, name="bipolar_1")
+    g = helper.make_graph([node], "b", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(domain, 1)])
+    m.ir_version = 7
+    src, dst = str(tmp_path / "b.onnx"), str(tmp_path / "std.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qdq")
+    assert r.returncode == 0, r.stderr
+    assert "bipolar_1: " + domain + "::BipolarQuant emulated exactly with float ops" in r.stderr
+    assert not any(n.domain for n in onnx.load(dst).graph.node)
+    x = np.random.default_rng(2).normal(0, 1, (4, 16)).astype(np.float32)
+    x[0, :4] = [0.0, -0.0, 1e-30, -1e-30]  # the edges of x >= 0
+    want = qonnx_exec.execute_onnx(ModelWrapper(m), {"x": x})["y"]
+    got = outputs(session(dst), [x])[0]
+    assert np.array_equal(want.view(np.uint32), got.view(np.uint32))  # bit for bit

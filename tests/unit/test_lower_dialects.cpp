@@ -240,3 +240,22 @@ TEST_CASE("com.amd.quark Extended Q/DQ become standard; a missing axis means axi
   REQUIRE(dq->attribute("axis")->i() == 0);
   REQUIRE(nodesOf(m.graph, "ExtendedQuantizeLinear").empty());
 }
+
+TEST_CASE("QONNX BipolarQuant becomes Where(x >= 0, 1, -1) * scale, said per node") {
+  ModelBuilder b;
+  auto* op = b.proto().add_opset_import();
+  op->set_domain("qonnx.custom_op.general");
+  op->set_version(1);
+  b.input("x", TensorProto::FLOAT, {4});
+  b.floats("s", {}, {0.5f});
+  b.node("BipolarQuant", {"x", "s"}, {"y"}, "bipolar_3").set_domain("qonnx.custom_op.general");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  REQUIRE(run(m, qconv::lowerQonnxQuant).find("bipolar_3: qonnx.custom_op.general::BipolarQuant emulated exactly") !=
+          std::string::npos);
+  auto* mul = only(m.graph, "Mul");
+  REQUIRE(mul->output(0)->name() == "y");
+  REQUIRE(mul->input(1)->name() == "s");
+  REQUIRE(mul->input(0)->producer()->opType() == "Where");
+  REQUIRE(only(m.graph, "GreaterOrEqual")->input(0)->name() == "x");
+}

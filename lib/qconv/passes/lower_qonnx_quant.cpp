@@ -1,4 +1,5 @@
-// lower-qonnx-quant: QONNX Quant / IntQuant become QuantizeLinear [-> Clip] -> DequantizeLinear.
+// lower-qonnx-quant: QONNX Quant / IntQuant become QuantizeLinear [-> Clip] -> DequantizeLinear
+// (or an exact float-op emulation); BipolarQuant becomes its float-op emulation.
 //
 // Before (domains qonnx.custom_op.general, onnx.brevitas, finn.custom_op.general):
 //   x -> Quant(scale, zeropt, bitwidth; signed, narrow, rounding_mode) -> y
@@ -33,10 +34,12 @@ namespace qconv {
 
 namespace {
 
+bool isQonnxDomain(const std::string& d) {
+  return d == "qonnx.custom_op.general" || d == "onnx.brevitas" || d == "finn.custom_op.general";
+}
+
 bool isQonnxQuant(const ir::Node& n) {
-  const std::string& d = n.domain();
-  return (n.opType() == "Quant" || n.opType() == "IntQuant") &&
-         (d == "qonnx.custom_op.general" || d == "onnx.brevitas" || d == "finn.custom_op.general");
+  return (n.opType() == "Quant" || n.opType() == "IntQuant") && isQonnxDomain(n.domain());
 }
 
 struct QuantSpec {
@@ -150,7 +153,19 @@ void lowerQonnxQuant(ir::Model& model, PassContext& ctx) {
   ir::Graph& graph = model.graph;
   const int64_t opset = ir::defaultOpset(model);
   for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || !isQonnxQuant(*n)) continue;
+    if (!graph.isAlive(n)) continue;
+    if (n->opType() == "BipolarQuant" && isQonnxDomain(n->domain())) {
+      const std::string label = n->label(), op = n->domain() + "::BipolarQuant";
+      std::string why;
+      if (emulateBipolarQuant(graph, *n, opset, &why)) {
+        ctx.keepLabel(label, op + " emulated exactly with float ops (no Q/DQ form: bipolar values)");
+        ctx.count("QONNX BipolarQuant emulated");
+      } else {
+        ctx.keepLabel(label, fmt::format("stays {}: {}", op, why));
+      }
+      continue;
+    }
+    if (!isQonnxQuant(*n)) continue;
     std::string why;
     auto q = matchQuant(*n, opset, &why);
     if (!q) {

@@ -6,6 +6,7 @@
 //               UP -> Sign(v) * Ceil(Abs(v)); DOWN -> Sign(v) * Floor(Abs(v));
 //               HALF_UP -> Sign(v) * Floor(Abs(v) + 0.5); HALF_DOWN -> Sign(v) * Ceil(Abs(v) - 0.5)
 //   1-bit signed (bipolar): Where(v >= 0, 1, -1) in place of clamp and rounding.
+// BipolarQuant(x, scale): Where(x >= 0, 1, -1) * scale (no division first, as qonnx).
 // Each step is one float32 operation of QONNX's own definition (qonnx int_quant), in its order,
 // so the result is the same number; clamping before rounding as QONNX does.
 #include "qconv/passes/qonnx_emulation.h"
@@ -31,7 +32,20 @@ struct Emitter {
     return n->output(0);
   }
   ir::Value* constant(const char* hint, float v) { return graph.addInitializer(hint, ir::makeFloatTensor({}, {v})); }
+  /// Where(v >= 0, 1, -1), as qonnx computes bipolar values.
+  ir::Value* bipolar(ir::Value* v) {
+    ir::Value* nonNegative = op("GreaterOrEqual", {v, constant("zero", 0.0f)});
+    nonNegative->setElemType(onnx::TensorProto::BOOL);
+    return op("Where", {nonNegative, constant("one", 1.0f), constant("minus_one", -1.0f)});
+  }
 };
+
+/// `last` takes over n's output; n goes.
+void replaceWith(ir::Graph& graph, ir::Node& n, ir::Node* last) {
+  last->mutableProto().set_name(n.name());
+  graph.takeOutput(last, 0, n.output(0));
+  graph.destroyNode(&n);
+}
 
 }  // namespace
 
@@ -76,9 +90,7 @@ bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, 
   ir::Value* zp = n.input(2);
   ir::Value* v = e.op("Add", {e.op("Div", {x, scale}), zp});
   if (*q.bits == 1 && q.is_signed) {  // qonnx: bipolar values
-    ir::Value* nonNegative = e.op("GreaterOrEqual", {v, e.constant("zero", 0.0f)});
-    nonNegative->setElemType(onnx::TensorProto::BOOL);
-    v = e.op("Where", {nonNegative, e.constant("one", 1.0f), e.constant("minus_one", -1.0f)});
+    v = e.bipolar(v);
   } else {
     // exact in float32: |bounds| <= 2^24
     v = e.op("Clip", {v, e.constant("clip_min", static_cast<float>(q.lo())), e.constant("clip_max", static_cast<float>(q.hi()))});
@@ -95,10 +107,21 @@ bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, 
       v = e.op("Mul", {sign, mag});
     }
   }
-  ir::Node* last = graph.createNode("Mul", "", {e.op("Sub", {v, zp}), scale}, 1, &n);
-  last->mutableProto().set_name(n.name());
-  graph.takeOutput(last, 0, n.output(0));
-  graph.destroyNode(&n);
+  replaceWith(graph, n, graph.createNode("Mul", "", {e.op("Sub", {v, zp}), scale}, 1, &n));
+  return true;
+}
+
+bool emulateBipolarQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::string* why) {
+  if (opset < 12) {
+    *why = fmt::format("emulation needs opset 12, the model has {}", opset);
+    return false;
+  }
+  if (!n.input(0) || !n.input(1)) {
+    *why = "BipolarQuant needs an input and a scale";
+    return false;
+  }
+  Emitter e{graph, &n};
+  replaceWith(graph, n, graph.createNode("Mul", "", {e.bipolar(n.input(0)), n.input(1)}, 1, &n));
   return true;
 }
 

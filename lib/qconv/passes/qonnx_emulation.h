@@ -28,4 +28,8 @@ QonnxQuantAttrs readQonnxQuant(const ir::Node& n);
 /// when it cannot, leaving the graph unchanged.
 bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, int64_t opset, std::string* why);
 
+/// Replace QONNX BipolarQuant `n` (qonnx binary_quant: y = (x >= 0 ? 1 : -1) * scale) by
+///   Where(GreaterOrEqual(x, 0), 1, -1) -> Mul(scale). Needs opset >= 12 (GreaterOrEqual).
+bool emulateBipolarQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::string* why);
+
 }  // namespace qconv
