@@ -21,6 +21,16 @@ inline void inheritAttributes(ir::Node& to, const ir::Node& from) {
   if (!from.proto().doc_string().empty()) to.mutableProto().set_doc_string(from.proto().doc_string());
 }
 
+/// `replacement` takes over `old`'s single output (its name and readers) and `old`'s node name;
+/// `old` goes, and so do the inputs nobody reads any more (e.g. a QONNX bit-width constant).
+inline void replaceNode(ir::Graph& graph, ir::Node& old, ir::Node* replacement) {
+  replacement->mutableProto().set_name(old.name());
+  graph.takeOutput(replacement, 0, old.output(0));
+  std::vector<ir::Value*> inputs = old.inputs();
+  graph.destroyNode(&old);
+  for (ir::Value* v : inputs) graph.pruneIfDead(v);
+}
+
 /// The driver every fusion pass shares: for each live node of `op_type`, `select` returns a
 /// group or leaves a reason (logged as a refusal naming the node); `rewrite` applies a group.
 template <typename Select, typename Rewrite>

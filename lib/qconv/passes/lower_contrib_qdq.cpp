@@ -25,6 +25,7 @@
 #include <optional>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/action_util.h"
 #include "qconv/pipeline/pass.h"
 #include "qconv/quant.h"
 
@@ -114,7 +115,6 @@ void lowerContribQdq(ir::Model& model, PassContext& ctx) {
     }
     const char* op = quantize ? "QuantizeLinear" : "DequantizeLinear";
     ir::Node* standard = graph.createNode(op, "", n->inputs(), 1, n);
-    standard->mutableProto().set_name(n->name());
     if (!isPerTensor(*n)) {
       auto* axis = standard->mutableProto().add_attribute();
       axis->set_name("axis");
@@ -123,8 +123,7 @@ void lowerContribQdq(ir::Model& model, PassContext& ctx) {
     }
     ir::Value* out = n->output(0);
     if (out->elemType() == 0 && quantize) out->setElemType(quantizedType(*n, true));
-    graph.takeOutput(standard, 0, out);
-    graph.destroyNode(n);
+    replaceNode(graph, *n, standard);
     ctx.count(fmt::format("{} {} lowered", d->domain, op));
   }
 }

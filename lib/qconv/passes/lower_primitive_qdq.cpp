@@ -143,13 +143,8 @@ void lowerQuantize(ir::Graph& graph, const QuantizeChain& c) {
     ir::Value* hi = graph.addInitializer("clip_max", ir::makeIntTensor(c.type, {}, {c.hi}));
     last = graph.createNode("Clip", "", {q->output(0), lo, hi}, 1, c.cast);
   }
-  last->mutableProto().set_name(c.cast->name());
-  ir::Value* out = c.cast->output(0);
-  out->setElemType(c.type);
-  graph.takeOutput(last, 0, out);
-  ir::Value* in = c.cast->input(0);
-  graph.destroyNode(c.cast);
-  graph.pruneIfDead(in);
+  c.cast->output(0)->setElemType(c.type);
+  replaceNode(graph, *c.cast, last);
 }
 
 struct DequantizeChain {
@@ -199,13 +194,7 @@ std::optional<DequantizeChain> matchDequantize(ir::Node& mul, std::string* why) 
 
 void lowerDequantize(ir::Graph& graph, const DequantizeChain& c) {
   ir::Value* zp = graph.addInitializer("zero_point", ir::makeIntTensor(c.type, {}, {c.zp}));
-  ir::Node* dq = graph.createNode("DequantizeLinear", "", {c.q, c.scale, zp}, 1, c.mul);
-  dq->mutableProto().set_name(c.mul->name());
-  ir::Value* out = c.mul->output(0);
-  graph.takeOutput(dq, 0, out);
-  ir::Value* in = c.mul->input(0) == c.scale ? c.mul->input(1) : c.mul->input(0);
-  graph.destroyNode(c.mul);
-  graph.pruneIfDead(in);
+  replaceNode(graph, *c.mul, graph.createNode("DequantizeLinear", "", {c.q, c.scale, zp}, 1, c.mul));
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <cmath>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/action_util.h"
 #include "qconv/passes/qonnx_emulation.h"
 #include "qconv/pipeline/pass.h"
 #include "qconv/quant.h"
@@ -140,11 +141,7 @@ void lowerQuant(ir::Graph& graph, ir::Node& n, const QuantSpec& q) {
   }
   ir::Node* dq = graph.createNode("DequantizeLinear", "", {integers, s, zp}, 1, &n);
   withAxis(dq);
-  dq->mutableProto().set_name(n.name());
-  graph.takeOutput(dq, 0, n.output(0));
-  std::vector<ir::Value*> params = {n.input(1), n.input(2), n.input(3)};
-  graph.destroyNode(&n);
-  for (ir::Value* v : params) graph.pruneIfDead(v);
+  replaceNode(graph, n, dq);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/action_util.h"
 
 namespace qconv {
 
@@ -40,12 +41,6 @@ struct Emitter {
   }
 };
 
-/// `last` takes over n's output; n goes.
-void replaceWith(ir::Graph& graph, ir::Node& n, ir::Node* last) {
-  last->mutableProto().set_name(n.name());
-  graph.takeOutput(last, 0, n.output(0));
-  graph.destroyNode(&n);
-}
 
 }  // namespace
 
@@ -107,7 +102,7 @@ bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, 
       v = e.op("Mul", {sign, mag});
     }
   }
-  replaceWith(graph, n, graph.createNode("Mul", "", {e.op("Sub", {v, zp}), scale}, 1, &n));
+  replaceNode(graph, n, graph.createNode("Mul", "", {e.op("Sub", {v, zp}), scale}, 1, &n));
   return true;
 }
 
@@ -121,7 +116,7 @@ bool emulateBipolarQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::stri
     return false;
   }
   Emitter e{graph, &n};
-  replaceWith(graph, n, graph.createNode("Mul", "", {e.bipolar(n.input(0)), n.input(1)}, 1, &n));
+  replaceNode(graph, n, graph.createNode("Mul", "", {e.bipolar(n.input(0)), n.input(1)}, 1, &n));
   return true;
 }
 
