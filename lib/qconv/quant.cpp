@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,31 @@ using onnx::TensorProto;
 ir::Node* dequantizeFeeding(const ir::Value* v) {
   if (!v || !v->producer()) return nullptr;
   return isDequantize(*v->producer()) ? v->producer() : nullptr;
+}
+
+std::optional<float> constantScalar(const ir::Value* v) {
+  if (!v || !v->isConstant()) return std::nullopt;
+  std::string why;
+  auto f = ir::readFloats(*v->initializer(), &why);
+  if (!f || f->size() != 1) return std::nullopt;
+  return (*f)[0];
+}
+
+std::optional<std::pair<float, float>> clipBounds(const ir::Node& clip, std::string* why) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::pair<float, float> b{-inf, inf};
+  if (const auto* a = clip.attribute("min")) b.first = a->f();
+  if (const auto* a = clip.attribute("max")) b.second = a->f();
+  for (size_t slot : {1, 2}) {
+    if (!clip.input(slot)) continue;
+    auto f = constantScalar(clip.input(slot));
+    if (!f) {
+      if (why) *why = fmt::format("{} bound is not a constant float scalar", slot == 1 ? "Clip min" : "Clip max");
+      return std::nullopt;
+    }
+    (slot == 1 ? b.first : b.second) = *f;
+  }
+  return b;
 }
 
 int64_t knownRank(const ir::Value* v) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "qconv/ir/ir.h"
@@ -35,6 +36,13 @@ std::optional<ConstQuant> readConstQuant(const ir::Node& qdq, std::string* why);
 
 /// Same scale bits, zero points, type and granularity.
 bool sameQuant(const ConstQuant& a, const ConstQuant& b);
+
+/// The value of a constant float scalar (one element), else nullopt.
+std::optional<float> constantScalar(const ir::Value* v);
+
+/// A Clip's [min, max]: Clip-6 attributes or Clip-11+ inputs, absent = -inf / +inf; nullopt
+/// when a bound input is not a constant float scalar (*why names which, when given).
+std::optional<std::pair<float, float>> clipBounds(const ir::Node& clip, std::string* why = nullptr);
 
 /// Rank of a value when known (initializer dims or value_info shape), else -1.
 int64_t knownRank(const ir::Value* v);

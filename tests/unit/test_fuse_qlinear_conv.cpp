@@ -217,3 +217,12 @@ TEST_CASE("refusal: y of another type than x (no onnxruntime kernel)") {
   REQUIRE(refusalOf(convModel(s)) ==
           "conv_1: not fused: x is int8 but the output is uint8 (QLinearConv kernels take y of x's type)");
 }
+
+TEST_CASE("refusal: a Clip bound that is not constant") {
+  ConvSpec s;
+  s.activation = "Clip";
+  s.y_zp = 0;
+  auto b = convModel(s);
+  b.input("clip_hi", TensorProto::FLOAT, {});  // the initializer is also a graph input: overridable
+  REQUIRE(refusalOf(b) == "conv_1: not fused: Clip max bound is not a constant float scalar");
+}

@@ -33,14 +33,6 @@ namespace qconv {
 
 namespace {
 
-std::optional<float> scalar(const ir::Value* v) {
-  if (!v || !v->isConstant()) return std::nullopt;
-  std::string why;
-  auto f = ir::readFloats(*v->initializer(), &why);
-  if (!f || f->size() != 1) return std::nullopt;
-  return (*f)[0];
-}
-
 bool isInteger(float f) { return std::isfinite(f) && std::nearbyint(f) == f; }
 
 /// The single node reading `v`, when `v` has one explicit reader and is not a graph output.
@@ -49,7 +41,7 @@ ir::Node* soleReader(const ir::Value* v) { return hasSingleReader(v) ? v->uses()
 /// For a binary op whose other operand is a constant scalar: the non-constant operand's slot.
 std::optional<std::pair<size_t, float>> withScalar(const ir::Node& n) {
   for (size_t k : {1, 0})
-    if (auto f = scalar(n.input(k)); f && n.input(1 - k) && !n.input(1 - k)->isConstant())
+    if (auto f = constantScalar(n.input(k)); f && n.input(1 - k) && !n.input(1 - k)->isConstant())
       return std::make_pair(1 - k, *f);
   return std::nullopt;
 }
@@ -71,11 +63,8 @@ std::optional<QuantizeChain> matchQuantize(ir::Node& cast, int64_t opset, std::s
   if (!ir::isInt8Like(c.type)) return std::nullopt;  // (2): not a quantizer's Cast
   ir::Node* clip = cast.input(0) ? cast.input(0)->producer() : nullptr;
   if (!clip || !clip->is("Clip") || soleReader(clip->output(0)) != &cast) return std::nullopt;
-  float lo = -INFINITY, hi = INFINITY;
-  if (const auto* a = clip->attribute("min")) lo = a->f();
-  if (const auto* a = clip->attribute("max")) hi = a->f();
-  if (clip->input(1)) lo = scalar(clip->input(1)).value_or(NAN);
-  if (clip->input(2)) hi = scalar(clip->input(2)).value_or(NAN);
+  auto bounds = clipBounds(*clip);
+  const float lo = bounds ? bounds->first : NAN, hi = bounds ? bounds->second : NAN;
   auto [tmin, tmax] = ir::intRange(c.type);
   if (!isInteger(lo) || !isInteger(hi) || lo > hi || lo < tmin || hi > tmax) {
     *why = "Clip bounds are not constant integers inside the Cast type's range";
@@ -109,7 +98,7 @@ std::optional<QuantizeChain> matchQuantize(ir::Node& cast, int64_t opset, std::s
   // (x slot, scale): Div divides input 0 by input 1; Mul is commutative
   std::optional<std::pair<size_t, float>> s;
   if (first->is("Mul")) s = withScalar(*first);
-  else if (auto d = scalar(first->input(1))) s = std::make_pair(size_t{0}, *d);
+  else if (auto d = constantScalar(first->input(1))) s = std::make_pair(size_t{0}, *d);
   if (!s || !(std::isfinite(s->second) && s->second > 0)) {
     *why = "the scale is not a constant positive finite scalar";
     return std::nullopt;
@@ -164,7 +153,7 @@ std::optional<DequantizeChain> matchDequantize(ir::Node& mul, std::string* why) 
   float zp = 0;
   ir::Node* sub = nullptr;
   if (n && n->is("Sub") && soleReader(n->output(0)) == &mul) {
-    auto z = scalar(n->input(1));
+    auto z = constantScalar(n->input(1));
     if (!z || n->input(0)->isConstant()) return std::nullopt;
     zp = *z;
     sub = n;

@@ -39,23 +39,8 @@ namespace {
 
 /// Bounds of a Relu or Clip as floats; nullopt when they are not constant.
 std::optional<std::pair<float, float>> activationBounds(const ir::Node& act, std::string* why) {
-  const float inf = std::numeric_limits<float>::infinity();
-  if (act.opType() == "Relu") return std::make_pair(0.0f, inf);
-  std::pair<float, float> b{-inf, inf};
-  if (const auto* a = act.attribute("min")) b.first = a->f();  // Clip-6
-  if (const auto* a = act.attribute("max")) b.second = a->f();
-  for (size_t slot : {1, 2}) {  // Clip-11+
-    const ir::Value* v = act.input(slot);
-    if (!v) continue;
-    std::string inner;
-    auto f = v->isConstant() ? ir::readFloats(*v->initializer(), &inner) : std::nullopt;
-    if (!f || f->size() != 1) {
-      *why = fmt::format("{} bound is not a constant float scalar", slot == 1 ? "Clip min" : "Clip max");
-      return std::nullopt;
-    }
-    (slot == 1 ? b.first : b.second) = (*f)[0];
-  }
-  return b;
+  if (act.opType() == "Relu") return std::make_pair(0.0f, std::numeric_limits<float>::infinity());
+  return clipBounds(act, why);
 }
 
 }  // namespace
