@@ -12,6 +12,14 @@ namespace qconv {
 
 using onnx::TensorProto;
 
+bool isForeignQuantDomain(const std::string& domain) {
+  static const char* const kDomains[] = {"qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general", "vai",
+                                         "com.amd.quark", "com.vai.quantize", "org.openvinotoolkit"};
+  for (const char* d : kDomains)
+    if (domain == d) return true;
+  return false;
+}
+
 ir::Node* dequantizeFeeding(const ir::Value* v) {
   if (!v || !v->producer()) return nullptr;
   return isDequantize(*v->producer()) ? v->producer() : nullptr;

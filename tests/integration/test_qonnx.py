@@ -185,3 +185,17 @@ def test_bipolar_quant_matches_qonnx_executor(domain, tmp_path):
     want = qonnx_exec.execute_onnx(ModelWrapper(m), {"x": x})["y"]
     got = outputs(session(dst), [x])[0]
     assert np.array_equal(want.view(np.uint32), got.view(np.uint32))  # bit for bit
+
+
+def test_quant_neither_form_can_say_is_refused(tmp_path):
+    """A bit width over 24: no Q/DQ form and no exact float emulation. qconv refuses the model
+    (exit 4), naming the node and the requirement, and writes nothing."""
+    src, dst = str(tmp_path / "q.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(single_quant(30, True, False, "ROUND", 0.0), src)
+    for fmt in ("qdq", "qop"):
+        r = run_qconv("convert", src, dst, "--format", fmt)
+        assert r.returncode == 4
+        assert [line for line in r.stderr.splitlines() if "error" in line] == [
+            f"qconv: error: {src}: quant_1: qonnx.custom_op.general::Quant not converted: bit width is not a constant "
+            "integer from 1 to 24"]
+        assert not (tmp_path / "out.onnx").exists()

@@ -9,7 +9,9 @@
 //   com.microsoft   QuantizeLinear / DequantizeLinear: an absent axis means per tensor
 //                   (onnxruntime ContribOperators.md);
 //   com.amd.quark   ExtendedQuantizeLinear / ExtendedDequantizeLinear: an absent axis means
-//                   axis 0 (Quark's custom_op_qdq.cc reads a missing attribute as 0).
+//                   axis 0 (Quark's custom_op_qdq.cc reads a missing attribute as 0);
+//   com.vai.quantize VitisQuantizeLinear / VitisDequantizeLinear: Quark's deprecated names for
+//                   the same kernels (quark/onnx/tools/convert_custom_ops.py maps one to the other).
 // Same formula, same inputs; only the axis rule differs from the standard op's default of 1, so
 // the standard node always gets an explicit axis when per axis. A node is lowered when:
 //   1. its quantized type (the zero point's, else the DQ input's, else uint8 for a Q) is int8 or
@@ -18,7 +20,8 @@
 //   2. its scale is per tensor, or 1-D per axis with an axis (explicit, or the dialect's rule),
 //      and per axis needs a default opset >= 13 (the first standard op with `axis`);
 //   3. it has no attribute but `axis`.
-// A node that fails stays as it is and the reason is noted.
+// A node that fails stays as it is and the reason is noted: com.microsoft runs in onnxruntime;
+// the others run nowhere standard, so qconv then refuses the model with that reason.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,6 +47,7 @@ constexpr int64_t kAxis0 = 0;
 const ContribQdq kContribQdq[] = {
     {"com.microsoft", "QuantizeLinear", "DequantizeLinear", std::nullopt},
     {"com.amd.quark", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear", kAxis0},
+    {"com.vai.quantize", "VitisQuantizeLinear", "VitisDequantizeLinear", kAxis0},
 };
 
 /// The dialect of `n` and whether it quantizes, or null.
@@ -110,7 +114,8 @@ void lowerContribQdq(ir::Model& model, PassContext& ctx) {
     if (!d) continue;
     std::string why;
     if (!lowerable(*n, *d, quantize, opset, &why)) {
-      ctx.keep(*n, fmt::format("stays {}: {}", d->domain, why));
+      if (isForeignQuantDomain(d->domain)) ctx.unconverted(*n, fmt::format("{}::{} not converted: {}", d->domain, n->opType(), why));
+      else ctx.keep(*n, fmt::format("stays {}: {}", d->domain, why));
       continue;
     }
     const char* op = quantize ? "QuantizeLinear" : "DequantizeLinear";

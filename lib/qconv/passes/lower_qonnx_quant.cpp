@@ -19,7 +19,7 @@
 // saturation to T then the Clip give [min, max]; DequantizeLinear's float(q) * s is QONNX's
 // y_int * scale. Otherwise the node is emulated exactly with standard float ops
 // (qonnx_emulation.cpp): still the same numbers, but nothing a QLinear op can fuse, and the
-// note says why. A node neither can handle stays as it is, with the reason.
+// note says why. A node neither can handle stays, and qconv refuses the model with the reason.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -158,7 +158,7 @@ void lowerQonnxQuant(ir::Model& model, PassContext& ctx) {
         ctx.keepLabel(label, op + " emulated exactly with float ops (no Q/DQ form: bipolar values)");
         ctx.count("QONNX BipolarQuant emulated");
       } else {
-        ctx.keepLabel(label, fmt::format("stays {}: {}", op, why));
+        ctx.unconverted(*n, fmt::format("{} not converted: {}", op, why));
       }
       continue;
     }
@@ -172,7 +172,7 @@ void lowerQonnxQuant(ir::Model& model, PassContext& ctx) {
         ctx.keepLabel(label, fmt::format("{} emulated exactly with float ops (no Q/DQ form: {})", op, why));
         ctx.count("QONNX Quant emulated");
       } else {
-        ctx.keepLabel(label, fmt::format("stays {}: {}", op, inner));
+        ctx.unconverted(*n, fmt::format("{} not converted: {}", op, inner));
       }
       continue;
     }

@@ -19,30 +19,10 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
+#include "qconv/passes/float_emitter.h"
 
 namespace qconv {
 
-namespace {
-
-struct Emitter {
-  ir::Graph& graph;
-  ir::Node* before;
-  ir::Value* op(const char* type, std::vector<ir::Value*> in) {
-    ir::Node* n = graph.createNode(type, "", in, 1, before);
-    n->output(0)->setElemType(onnx::TensorProto::FLOAT);
-    return n->output(0);
-  }
-  ir::Value* constant(const char* hint, float v) { return graph.addInitializer(hint, ir::makeFloatTensor({}, {v})); }
-  /// Where(v >= 0, 1, -1), as qonnx computes bipolar values.
-  ir::Value* bipolar(ir::Value* v) {
-    ir::Value* nonNegative = op("GreaterOrEqual", {v, constant("zero", 0.0f)});
-    nonNegative->setElemType(onnx::TensorProto::BOOL);
-    return op("Where", {nonNegative, constant("one", 1.0f), constant("minus_one", -1.0f)});
-  }
-};
-
-
-}  // namespace
 
 int64_t QonnxQuantAttrs::lo() const { return is_signed ? -(int64_t{1} << (*bits - 1)) + (narrow ? 1 : 0) : 0; }
 
@@ -79,7 +59,7 @@ bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, 
     *why = fmt::format("rounding mode {} is not one QONNX defines", mode);
     return false;
   }
-  Emitter e{graph, &n};
+  FloatEmitter e{graph, &n};
   ir::Value* x = n.input(0);
   ir::Value* scale = n.input(1);
   ir::Value* zp = n.input(2);
@@ -115,7 +95,7 @@ bool emulateBipolarQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::stri
     *why = "BipolarQuant needs an input and a scale";
     return false;
   }
-  Emitter e{graph, &n};
+  FloatEmitter e{graph, &n};
   replaceNode(graph, n, graph.createNode("Mul", "", {e.bipolar(n.input(0)), n.input(1)}, 1, &n));
   return true;
 }

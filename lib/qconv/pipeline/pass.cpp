@@ -20,6 +20,16 @@ void PassContext::keepLabel(const std::string& label, const std::string& reason)
   log_.info("{}: {}", label, reason);
 }
 
+void PassContext::unconverted(const ir::Node& n, const std::string& reason) {
+  log_.info("{}: {}", n.label(), reason);
+  unconverted_[n.label()] = reason;
+}
+
+std::string PassContext::unconvertedReason(const std::string& label) const {
+  auto it = unconverted_.find(label);
+  return it == unconverted_.end() ? std::string() : it->second;
+}
+
 void PassContext::note(const ir::Node& n, const std::string& what) { log_.debug("{}: {}", n.label(), what); }
 
 const std::vector<PassInfo>& passRegistry() {

@@ -17,6 +17,9 @@ struct PassOptions {
   /// fix-bias-scale: raise a channel's weight scale until its requantized bias fits int32
   /// (onnxruntime's quantizer does this), instead of refusing. Each raise is an approximation.
   bool raise_weight_scale = false;
+  /// Allow the conversions that change numbers on rounding ties (OpenVINO FakeQuantize as
+  /// Q/DQ, a multiply-by-factor quantizer as QuantizeLinear): each is listed as approximation.
+  bool approximate = false;
 };
 
 class PassContext {
@@ -38,6 +41,12 @@ class PassContext {
   void keepLabel(const std::string& label, const std::string& reason);
   /// Something a pass did that the user may want to know (logged at debug level).
   void note(const ir::Node& n, const std::string& what);
+  /// A dialect node (QONNX, Vitis AI, Quark, OpenVINO) a pass recognised but cannot write as
+  /// standard ONNX, and why. If it is still in the graph after the pipeline, qconv refuses the
+  /// model with this reason (exit 4) rather than write a model no standard runtime runs.
+  void unconverted(const ir::Node& n, const std::string& reason);
+  /// The reason recorded for the node labelled `label`, or empty.
+  std::string unconvertedReason(const std::string& label) const;
   void count(const std::string& what, int n = 1) { counters_[what] += n; }
 
   const std::vector<std::string>& refusals() const { return refusals_; }
@@ -51,6 +60,7 @@ class PassContext {
   std::vector<std::string> refusals_;
   std::vector<std::string> approximations_;
   std::map<std::string, int> counters_;
+  std::map<std::string, std::string> unconverted_;  // node label -> reason
 };
 
 using PassFn = void (*)(ir::Model&, PassContext&);

@@ -9,13 +9,17 @@
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/pass_manager.h"
+#include "qconv/quant.h"
 
 namespace qconv {
 
 std::vector<std::string> pipelineFor(Format format) {
-  if (format == Format::Qdq) return {"lower-contrib-qdq", "lower-qonnx-quant", "fold-producers", "lower-primitive-qdq", "pair-qdq"};
+  // qdq: every pass up to and including pair-qdq; qop: all of them
   std::vector<std::string> all;
-  for (const auto& p : passRegistry()) all.emplace_back(p.name);
+  for (const auto& p : passRegistry()) {
+    all.emplace_back(p.name);
+    if (format == Format::Qdq && p.name == "pair-qdq") break;
+  }
   return all;
 }
 
@@ -33,12 +37,27 @@ std::string summary(const PassContext& ctx) {
   return s.empty() ? "nothing to change" : s;
 }
 
+/// Exit 4 when a dialect op no standard runtime runs is still in the graph: the first one with
+/// its reason, and how many more.
+void refuseForeignOps(const ir::Model& model, const PassContext& ctx) {
+  std::vector<const ir::Node*> left;
+  for (const auto& n : model.graph.nodes())
+    if (model.graph.isAlive(n.get()) && isForeignQuantDomain(n->domain())) left.push_back(n.get());
+  if (left.empty()) return;
+  const ir::Node& first = *left.front();
+  std::string why = ctx.unconvertedReason(first.label());
+  if (why.empty()) why = fmt::format("{}::{} has no standard ONNX form in qconv", first.domain(), first.opType());
+  throw Error(ExitCode::Unsupported,
+              fmt::format("{}: {}: {}{}", ctx.path(), first.label(), why,
+                          left.size() > 1 ? fmt::format(" (and {} more dialect nodes)", left.size() - 1) : ""));
+}
+
 void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err, spdlog::logger& log) {
   if (sameFile(options.input, options.output))
     throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
                                              options.output));
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
-  PassContext ctx(log, PassOptions{options.raise_weight_scale}, options.input);
+  PassContext ctx(log, PassOptions{options.raise_weight_scale, options.approximate}, options.input);
 
   ir::Model model = pm.timeStage("parse", [&] {
     onnx::ModelProto proto = io::readModelFile(options.input);
@@ -48,6 +67,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     return io::importModel(std::move(proto), options.input);
   });
   pm.run(model, ctx, options.dump ? &out : nullptr);
+  refuseForeignOps(model, ctx);
 
   onnx::ModelProto result = pm.timeStage("emit", [&] {
     onnx::ModelProto m = io::exportModel(model);

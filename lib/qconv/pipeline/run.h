@@ -18,6 +18,7 @@ struct ConvertOptions {
   bool dump = false;                // print the IR after every pass on `out`
   bool time_passes = false;         // print each stage's time on `err`
   bool raise_weight_scale = false;  // see PassOptions
+  bool approximate = false;         // see PassOptions
   int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
 };
 
