@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   convert->add_flag("--time-passes", options.time_passes, "print the time of every stage (stderr)");
   convert->add_flag("--raise-weight-scale", options.raise_weight_scale,
                     "when a requantized bias overflows int32, raise that channel's weight scale (approximation, reported)");
+  convert->add_flag("--approximate", options.approximate,
+                    "allow conversions that differ on rounding ties (FakeQuantize as Q/DQ); each is listed");
   convert->add_flag("-q,--quiet", quiet, "print only warnings and errors");
   convert->add_flag("-v,--verbose", verbose, "print debug notes too");
 

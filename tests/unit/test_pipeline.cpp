@@ -49,12 +49,13 @@ TEST_CASE("the pass list: unknown names and an invalid order are usage errors") 
     FAIL("accepted an unknown pass");
   } catch (const qconv::Error& e) {
     REQUIRE(e.code() == qconv::ExitCode::Usage);
-    REQUIRE(std::string(e.what()).rfind("unknown pass 'fuse-everything' (passes: lower-contrib-qdq, lower-qonnx-quant, fold-producers", 0) == 0);
+    REQUIRE(std::string(e.what()).rfind("unknown pass 'fuse-everything' (passes: lower-contrib-qdq, lower-vitis-qdq, lower-qonnx-quant, lower-fake-quantize, lower-qgemm, fold-producers", 0) == 0);
   }
   REQUIRE_THROWS_AS(qconv::PassManager({"pair-qdq", "fuse-qlinear-conv"}), qconv::Error);
-  REQUIRE(qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).passes().size() == 8);
+  REQUIRE(qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).passes().size() == 11);
   REQUIRE(qconv::pipelineFor(qconv::Format::Qdq) ==
-          std::vector<std::string>{"lower-contrib-qdq", "lower-qonnx-quant", "fold-producers", "lower-primitive-qdq", "pair-qdq"});
+          std::vector<std::string>{"lower-contrib-qdq", "lower-vitis-qdq", "lower-qonnx-quant", "lower-fake-quantize",
+                                   "lower-qgemm", "fold-producers", "lower-primitive-qdq", "pair-qdq"});
 }
 
 TEST_CASE("run converts, dumps after every pass and reports") {
