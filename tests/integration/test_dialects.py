@@ -151,7 +151,7 @@ def test_narrow_range_is_kept_exactly(quantized, tmp_path):
     assert_bit_identical(outputs(session(src), xs), outputs(session(str(tmp_path / "qdq.onnx")), xs))
 
 
-def as_quark(src: str, dst: str) -> int:
+def as_quark(src: str, dst: str, domain: str = "com.amd.quark", prefix: str = "Extended") -> int:
     """Rewrite a standard QDQ model in AMD Quark's form: com.amd.quark ExtendedQuantizeLinear /
     ExtendedDequantizeLinear, with axis=0 left out (Quark reads a missing axis as 0). Quark's
     kernel computes saturate(nearbyint(x / s) + z) and (q - z) * s, so the standard original is
@@ -160,13 +160,13 @@ def as_quark(src: str, dst: str) -> int:
     made = 0
     for n in m.graph.node:
         if n.domain == "" and n.op_type in ("QuantizeLinear", "DequantizeLinear"):
-            n.domain = "com.amd.quark"
-            n.op_type = "Extended" + n.op_type
+            n.domain = domain
+            n.op_type = prefix + n.op_type
             keep = [a for a in n.attribute if not (a.name == "axis" and a.i == 0)]
             del n.attribute[:]
             n.attribute.extend(keep)
             made += 1
-    m.opset_import.append(helper.make_opsetid("com.amd.quark", 1))
+    m.opset_import.append(helper.make_opsetid(domain, 1))
     onnx.save(m, dst)
     return made
 
@@ -177,4 +177,15 @@ def test_quark_extended_qdq(name, quantized, tmp_path):
     src = str(tmp_path / "quark.onnx")
     assert as_quark(std, src) > 0
     xs = models.sample_inputs(models.FLOAT_MODELS[name](), 6, seed=31)
+    check_standard_forms(name, src, std, std, xs, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "mlp"])
+def test_vitis_quantize_domain_is_quark_under_its_old_name(name, quantized, tmp_path):
+    """com.vai.quantize VitisQuantizeLinear / VitisDequantizeLinear: Quark's deprecated names
+    for the same kernels (quark.onnx.tools.convert_custom_ops maps one onto the other)."""
+    std = quantized((name, True, "uint8"))
+    src = str(tmp_path / "vitis.onnx")
+    assert as_quark(std, src, "com.vai.quantize", "Vitis") > 0
+    xs = models.sample_inputs(models.FLOAT_MODELS[name](), 6, seed=32)
     check_standard_forms(name, src, std, std, xs, tmp_path)
