@@ -82,6 +82,10 @@ onnx::ModelProto exportModel(ir::Model& model) {
     auto info = graph.releaseInfo(v);
     if (!info) info = std::make_unique<onnx::ValueInfoProto>();
     info->set_name(v->name());
+    // a pass that changed a value's type (e.g. an integer accumulator rebuilt as float) wins
+    // over the type the input model declared
+    if (v->elemType() != 0 && info->type().has_tensor_type() && info->type().tensor_type().elem_type() != v->elemType())
+      info->mutable_type()->mutable_tensor_type()->set_elem_type(v->elemType());
     field->AddAllocated(info.release());
   };
   for (ir::Value* v : graph.inputs()) addInfo(g->mutable_input(), v);

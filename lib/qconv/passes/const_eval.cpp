@@ -222,7 +222,7 @@ std::optional<Tensor> quantize(const Tensor& x, const Tensor& scale, const std::
     *why = "QuantizeLinear of a non-float input or scale";
     return std::nullopt;
   }
-  if (!ir::isIntegerType(out_type) || out_type == TensorProto::INT32 || out_type == TensorProto::INT64) {
+  if (!ir::isIntegerType(out_type) || out_type == TensorProto::INT64) {  // int32: Aidge's bias producers
     *why = fmt::format("QuantizeLinear to {}", ir::typeName(out_type));
     return std::nullopt;
   }

@@ -1,0 +1,169 @@
+// lower-integer-ops: Aidge's integer exports (PTQ with fold_graph, or set_to_qop) become QDQ.
+//
+// Before (not runnable standard ONNX: Conv on integer tensors):
+//   x -[QuantizeLinear(s_in)]-> xq:int8 -> Conv(xq, w:int8, b:int32) -> acc -> QuantizeLinear(acc, S) -> yq:int8
+//   yq -> Relu / MaxPool / GlobalAveragePool / Reshape ... (on int8) -> ...
+//   acc is the integer accumulator; S is a requantization divisor, not an absolute scale.
+// After (scales chained from the input quantizer: s_acc = s_x * s_w, s_y = s_acc * S):
+//   xq -> DQ(s_x) -> Conv(DQ(w, s_w = 1), DQ(b, s_x * s_w)) -> QuantizeLinear(s_x * s_w * S) -> yq
+//   yq -> DQ(s_y) -> Relu / MaxPool / ... -> QuantizeLinear(s_y) -> ...
+// The weights' own scale is not in the export (it was folded into S), so s_w = 1: the chain is
+// then the real values up to one positive factor per layer, and every integer tensor (the graph
+// output included) holds the same integers as the export computes. A float input read by an
+// integer Conv directly (rescale_inputs=False) has s_x = 1.
+//
+// The pass runs only on a model with an integer Conv/Gemm/MatMul: input 1 a constant int8 or
+// uint8 initializer (after fold-producers has folded Aidge's QuantizeLinear weight producers).
+// A conv is rebuilt when:
+//   1. its input 0 is a tracked integer tensor, or float;
+//   2. its bias, if any, is a constant int32 initializer;
+//   3. its QuantizeLinear readers have a constant per-tensor scale (the divisor).
+// An op reading a tracked integer tensor is wrapped in DQ -> op -> Q at that tensor's scale when
+// it has one data input and is one of kWrapped (exact: these ops commute with a positive scale;
+// GlobalAveragePool/AveragePool on int8 round the mean half away from zero in Aidge's CPU
+// backend, measured, so they are rebuilt on the integers with that rounding).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/action_util.h"
+#include "qconv/passes/float_emitter.h"
+#include "qconv/pipeline/pass.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+const char* const kWrapped[] = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "Reshape",
+                                "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity"};
+
+bool isIntegerConv(const ir::Node& n) {
+  if (!(n.is("Conv") || n.is("Gemm") || n.is("MatMul"))) return false;
+  const ir::Value* w = n.input(1);
+  return w && w->isConstant() && ir::isInt8Like(w->initializer()->data_type());
+}
+
+ir::Value* scalarScale(ir::Graph& g, float s) { return g.addInitializer("chained_scale", ir::makeFloatTensor({}, {s})); }
+
+ir::Value* dequantize(ir::Graph& g, ir::Node& before, ir::Value* q, float s, int32_t type) {
+  ir::Node* dq = g.createNode("DequantizeLinear", "", {q, scalarScale(g, s), g.addInitializer("zero_point", ir::makeIntTensor(type, {}, {0}))},
+                              1, &before);
+  dq->output(0)->setElemType(onnx::TensorProto::FLOAT);
+  return dq->output(0);
+}
+
+struct Chain {
+  ir::Graph& g;
+  PassContext& ctx;
+  std::unordered_map<const ir::Value*, float> int_scale;  // integers whose real value is q * scale
+  std::unordered_map<const ir::Value*, float> acc_scale;  // rebuilt conv outputs: real = acc * scale
+
+  int32_t typeOf(const ir::Value* v) const { return v->elemType() ? v->elemType() : onnx::TensorProto::INT8; }
+
+  void quantize(ir::Node& q) {
+    auto it = acc_scale.find(q.input(0));
+    auto divisor = constantScalar(q.input(1));
+    if (it == acc_scale.end()) {
+      if (divisor) int_scale[q.output(0)] = *divisor;
+      return;
+    }
+    const float s = it->second * *divisor;  // checked by rebuild (3)
+    g.setInput(&q, 1, scalarScale(g, s));
+    int_scale[q.output(0)] = s;
+  }
+
+  /// Operands: 0 x <- DQ(x, s_x) (x as is when float); 1 w <- DQ(w, 1, 0:w's type);
+  /// 2 b <- DQ(b, s_x, 0:int32). Output: real values at acc scale s_x.
+  bool rebuild(ir::Node& n, std::string* why) {
+    ir::Value* x = n.input(0);
+    auto it = int_scale.find(x);
+    if (it == int_scale.end() && x->elemType() != onnx::TensorProto::FLOAT && x->elemType() != 0) {  // (1)
+      *why = "its input is an integer tensor whose scale is not known";
+      return false;
+    }
+    ir::Value* b = n.input(2);
+    if (b && !(b->isConstant() && b->initializer()->data_type() == onnx::TensorProto::INT32)) {  // (2)
+      *why = "its bias is not a constant int32";
+      return false;
+    }
+    for (const auto& u : n.output(0)->uses())  // (3)
+      if (!isQuantize(*u.node) || !constantScalar(u.node->input(1))) {
+        *why = fmt::format("{} reads its accumulator and is not a QuantizeLinear with a constant scalar divisor",
+                           u.node->label());
+        return false;
+      }
+    const float s_x = it == int_scale.end() ? 1.0f : it->second;
+    if (it != int_scale.end()) g.setInput(&n, 0, dequantize(g, n, x, s_x, typeOf(x)));
+    ir::Value* w = n.input(1);
+    g.setInput(&n, 1, dequantize(g, n, w, 1.0f, w->initializer()->data_type()));
+    if (b) g.setInput(&n, 2, dequantize(g, n, b, s_x, onnx::TensorProto::INT32));
+    n.output(0)->setElemType(onnx::TensorProto::FLOAT);
+    acc_scale[n.output(0)] = s_x;
+    return true;
+  }
+
+  /// DQ(x, s) -> op (a copy of n) -> Q(s): n's output 0 keeps its name and readers.
+  /// An averaging pool works on the integers (scale 1) and rounds the mean half away from zero,
+  /// as Aidge's CPU backend does: DQ(x, 1) -> op -> Sign(v) * Floor(Abs(v) + 0.5) -> Q(1).
+  void wrap(ir::Node& n, float s) {
+    ir::Value* x = n.input(0);
+    const int32_t t = typeOf(x);
+    const bool averaging = n.opType() == "GlobalAveragePool" || n.opType() == "AveragePool";
+    const float view = averaging ? 1.0f : s;
+    std::vector<ir::Value*> in = n.inputs();
+    in[0] = dequantize(g, n, x, view, t);
+    ir::Node* op = g.createNode(n.opType(), "", in, n.outputs().size(), &n);
+    inheritAttributes(*op, n);
+    op->mutableProto().set_name(n.name().empty() ? "" : n.name() + "_float");
+    op->output(0)->setElemType(onnx::TensorProto::FLOAT);
+    ir::Value* v = op->output(0);
+    if (averaging) {
+      FloatEmitter e{g, &n};
+      v = e.op("Mul", {e.op("Sign", {v}), e.op("Floor", {e.op("Add", {e.op("Abs", {v}), e.constant("half", 0.5f)})})});
+    }
+    ir::Node* q = g.createNode("QuantizeLinear", "", {v, scalarScale(g, view), g.addInitializer("zero_point", ir::makeIntTensor(t, {}, {0}))},
+                               1, &n);
+    ir::Value* y = n.output(0);
+    g.takeOutput(q, 0, y);
+    q->mutableProto().set_name(n.name());
+    for (size_t k = 1; k < n.outputs().size(); ++k) g.takeOutput(op, k, n.output(k));
+    g.destroyNode(&n);
+    y->setElemType(t);
+    int_scale[y] = s;
+  }
+};
+
+}  // namespace
+
+void lowerIntegerOps(ir::Model& model, PassContext& ctx) {
+  ir::Graph& graph = model.graph;
+  const auto nodes = graph.nodeSnapshot();
+  if (std::none_of(nodes.begin(), nodes.end(), [](const ir::Node* n) { return isIntegerConv(*n); })) return;
+  Chain chain{graph, ctx, {}, {}};
+  for (ir::Node* n : nodes) {
+    if (!graph.isAlive(n)) continue;
+    if (isQuantize(*n)) {
+      chain.quantize(*n);
+    } else if (isIntegerConv(*n)) {
+      std::string why;
+      if (chain.rebuild(*n, &why)) ctx.count("integer conv rebuilt as QDQ");
+      else ctx.keep(*n, "integer " + n->opType() + " not rebuilt: " + why);
+    } else if (auto it = chain.int_scale.find(n->input(0)); it != chain.int_scale.end() && !isDequantize(*n)) {
+      const bool wrappable = n->domain().empty() && std::any_of(std::begin(kWrapped), std::end(kWrapped), [&](const char* op) { return n->opType() == op; }) &&
+                             std::none_of(n->inputs().begin() + 1, n->inputs().end(), [&](const ir::Value* v) { return v && chain.int_scale.count(v); });
+      if (!wrappable) {
+        ctx.keep(*n, fmt::format("{} on an integer tensor is not rebuilt (qconv wraps only {} and similar one-input ops)", n->opType(), "Relu, MaxPool, pools, reshapes"));
+        continue;
+      }
+      if (n->opType() == "GlobalAveragePool" || n->opType() == "AveragePool")
+        ctx.keep(*n, n->opType() + " on int8 rebuilt on the integers: the mean is rounded half away from zero, as Aidge's CPU backend does");
+      chain.wrap(*n, it->second);
+      ctx.count("integer op wrapped in DQ/Q");
+    }
+  }
+}
+
+}  // namespace qconv
