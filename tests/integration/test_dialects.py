@@ -189,3 +189,19 @@ def test_vitis_quantize_domain_is_quark_under_its_old_name(name, quantized, tmp_
     assert as_quark(std, src, "com.vai.quantize", "Vitis") > 0
     xs = models.sample_inputs(models.FLOAT_MODELS[name](), 6, seed=32)
     check_standard_forms(name, src, std, std, xs, tmp_path)
+
+
+def test_quark_block_float_op_is_refused(tmp_path):
+    """BFPQuantizeDequantize has no standard form: exit 4, the node named, nothing written."""
+    node = helper.make_node("BFPQuantizeDequantize", ["x"], ["y"], domain="com.amd.quark", name="bfp_1")
+    g = helper.make_graph([node], "bfp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.amd.quark", 1)])
+    m.ir_version = 7
+    src, dst = str(tmp_path / "bfp.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qdq")
+    assert r.returncode == 4
+    assert [line for line in r.stderr.splitlines() if "error" in line] == [
+        f"qconv: error: {src}: bfp_1: com.amd.quark::BFPQuantizeDequantize has no standard ONNX form in qconv"]
+    assert not (tmp_path / "out.onnx").exists()
