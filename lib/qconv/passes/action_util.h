@@ -1,6 +1,7 @@
 // Small helpers for the fusion actions (rewrites that never refuse).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "qconv/ir/ir.h"
@@ -19,6 +20,30 @@ inline void inheritAttributes(ir::Node& to, const ir::Node& from) {
   to.mutableProto().mutable_attribute()->CopyFrom(from.proto().attribute());
   to.mutableProto().set_name(from.proto().name());
   if (!from.proto().doc_string().empty()) to.mutableProto().set_doc_string(from.proto().doc_string());
+}
+
+/// Add the INT attribute `name` = `value` to `n` (axis, Cast's to, ...).
+inline void setIntAttribute(ir::Node& n, const char* name, int64_t value) {
+  auto* a = n.mutableProto().add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
+/// Insert before `before`: QuantizeLinear(x, s, zp[, axis]) with output type `type`, then
+/// Clip(lo:T, hi:T) when [lo, hi] is narrower than the type. Returns the last node: its output
+/// holds the integers. The form every exact narrow-range quantizer lowers to.
+inline ir::Node* quantizeToRange(ir::Graph& graph, ir::Node* before, ir::Value* x, ir::Value* s, ir::Value* zp,
+                                 int32_t type, std::optional<int64_t> axis, int64_t lo, int64_t hi) {
+  ir::Node* q = graph.createNode("QuantizeLinear", "", {x, s, zp}, 1, before);
+  if (axis) setIntAttribute(*q, "axis", *axis);
+  q->output(0)->setElemType(type);
+  if (auto [tmin, tmax] = ir::intRange(type); lo == tmin && hi == tmax) return q;
+  ir::Node* clip = graph.createNode("Clip", "", {q->output(0), graph.addInitializer("clip_min", ir::makeIntTensor(type, {}, {lo})),
+                                                 graph.addInitializer("clip_max", ir::makeIntTensor(type, {}, {hi}))},
+                                    1, before);
+  clip->output(0)->setElemType(type);
+  return clip;
 }
 
 /// `replacement` takes over `old`'s single output (its name and readers) and `old`'s node name;

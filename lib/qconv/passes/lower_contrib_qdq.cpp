@@ -120,12 +120,7 @@ void lowerContribQdq(ir::Model& model, PassContext& ctx) {
     }
     const char* op = quantize ? "QuantizeLinear" : "DequantizeLinear";
     ir::Node* standard = graph.createNode(op, "", n->inputs(), 1, n);
-    if (!isPerTensor(*n)) {
-      auto* axis = standard->mutableProto().add_attribute();
-      axis->set_name("axis");
-      axis->set_type(onnx::AttributeProto::INT);
-      axis->set_i(n->attribute("axis") ? n->attribute("axis")->i() : *d->absent_axis);
-    }
+    if (!isPerTensor(*n)) setIntAttribute(*standard, "axis", n->attribute("axis") ? n->attribute("axis")->i() : *d->absent_axis);
     ir::Value* out = n->output(0);
     if (out->elemType() == 0 && quantize) out->setElemType(quantizedType(*n, true));
     replaceNode(graph, *n, standard);

@@ -123,26 +123,10 @@ void toQdq(ir::Graph& g, ir::Node& n, const Uniform& u) {
   const std::vector<int64_t> dims = u.per_axis ? std::vector<int64_t>{c} : std::vector<int64_t>{};
   ir::Value* s = g.addInitializer("fq_scale", ir::makeFloatTensor(dims, u.per_axis ? u.scale : std::vector<float>{u.scale[0]}));
   ir::Value* zp = g.addInitializer("fq_zero_point", ir::makeIntTensor(u.type, dims, std::vector<int64_t>(u.per_axis ? c : 1, u.zero_point)));
-  auto withAxis = [&](ir::Node* node) {
-    if (!u.per_axis) return;
-    auto* a = node->mutableProto().add_attribute();
-    a->set_name("axis");
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(u.axis);
-  };
-  ir::Node* q = g.createNode("QuantizeLinear", "", {n.input(0), s, zp}, 1, &n);
-  withAxis(q);
-  q->output(0)->setElemType(u.type);
-  ir::Value* ints = q->output(0);
-  if (auto [a, b] = ir::intRange(u.type); u.lo != a || u.hi != b) {
-    ir::Node* clip = g.createNode("Clip", "", {ints, g.addInitializer("fq_min", ir::makeIntTensor(u.type, {}, {u.lo})),
-                                               g.addInitializer("fq_max", ir::makeIntTensor(u.type, {}, {u.hi}))},
-                                  1, &n);
-    clip->output(0)->setElemType(u.type);
-    ints = clip->output(0);
-  }
-  ir::Node* dq = g.createNode("DequantizeLinear", "", {ints, s, zp}, 1, &n);
-  withAxis(dq);
+  const std::optional<int64_t> axis = u.per_axis ? std::optional<int64_t>(u.axis) : std::nullopt;
+  ir::Node* ints = quantizeToRange(g, &n, n.input(0), s, zp, u.type, axis, u.lo, u.hi);
+  ir::Node* dq = g.createNode("DequantizeLinear", "", {ints->output(0), s, zp}, 1, &n);
+  if (axis) setIntAttribute(*dq, "axis", *axis);
   replaceNode(g, n, dq);
 }
 

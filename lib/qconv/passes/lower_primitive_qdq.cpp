@@ -123,15 +123,7 @@ std::optional<QuantizeChain> matchQuantize(ir::Node& cast, int64_t opset, std::s
 void lowerQuantize(ir::Graph& graph, const QuantizeChain& c) {
   ir::Value* s = c.scale ? c.scale : graph.addInitializer("scale", ir::makeFloatTensor({}, {c.scale_value}));
   ir::Value* zp = graph.addInitializer("zero_point", ir::makeIntTensor(c.type, {}, {c.zp}));
-  ir::Node* q = graph.createNode("QuantizeLinear", "", {c.x, s, zp}, 1, c.cast);
-  q->output(0)->setElemType(c.type);
-  ir::Node* last = q;
-  auto [tmin, tmax] = ir::intRange(c.type);
-  if (c.lo != tmin || c.hi != tmax) {
-    ir::Value* lo = graph.addInitializer("clip_min", ir::makeIntTensor(c.type, {}, {c.lo}));
-    ir::Value* hi = graph.addInitializer("clip_max", ir::makeIntTensor(c.type, {}, {c.hi}));
-    last = graph.createNode("Clip", "", {q->output(0), lo, hi}, 1, c.cast);
-  }
+  ir::Node* last = quantizeToRange(graph, c.cast, c.x, s, zp, c.type, std::nullopt, c.lo, c.hi);
   c.cast->output(0)->setElemType(c.type);
   replaceNode(graph, *c.cast, last);
 }

@@ -96,12 +96,7 @@ ir::Node* dequantize(ir::Graph& graph, ir::Node& before, ir::Value* x, ir::Value
   if (zp) in.push_back(zp);
   ir::Node* dq = graph.createNode("DequantizeLinear", "", in, 1, &before);
   dq->output(0)->setElemType(onnx::TensorProto::FLOAT);
-  if (axis) {
-    auto* a = dq->mutableProto().add_attribute();
-    a->set_name("axis");
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(*axis);
-  }
+  if (axis) setIntAttribute(*dq, "axis", *axis);
   return dq;
 }
 

@@ -119,28 +119,10 @@ void lowerQuant(ir::Graph& graph, ir::Node& n, const QuantSpec& q) {
   const int64_t count = static_cast<int64_t>(q.scale.size());
   ir::Value* zp = graph.addInitializer("zero_point", q.per_axis ? ir::makeIntTensor(q.type, {count}, std::vector<int64_t>(count, 0))
                                                                 : ir::makeIntTensor(q.type, {}, {0}));
-  auto withAxis = [&](ir::Node* node) {
-    if (q.per_axis) {
-      auto* a = node->mutableProto().add_attribute();
-      a->set_name("axis");
-      a->set_type(onnx::AttributeProto::INT);
-      a->set_i(q.axis);
-    }
-  };
-  ir::Node* quant = graph.createNode("QuantizeLinear", "", {n.input(0), s, zp}, 1, &n);
-  withAxis(quant);
-  quant->output(0)->setElemType(q.type);
-  ir::Value* integers = quant->output(0);
-  auto [tmin, tmax] = ir::intRange(q.type);
-  if (q.lo != tmin || q.hi != tmax) {
-    ir::Value* lo = graph.addInitializer("clip_min", ir::makeIntTensor(q.type, {}, {q.lo}));
-    ir::Value* hi = graph.addInitializer("clip_max", ir::makeIntTensor(q.type, {}, {q.hi}));
-    ir::Node* clip = graph.createNode("Clip", "", {integers, lo, hi}, 1, &n);
-    clip->output(0)->setElemType(q.type);
-    integers = clip->output(0);
-  }
-  ir::Node* dq = graph.createNode("DequantizeLinear", "", {integers, s, zp}, 1, &n);
-  withAxis(dq);
+  const std::optional<int64_t> axis = q.per_axis ? std::optional<int64_t>(q.axis) : std::nullopt;
+  ir::Node* ints = quantizeToRange(graph, &n, n.input(0), s, zp, q.type, axis, q.lo, q.hi);
+  ir::Node* dq = graph.createNode("DequantizeLinear", "", {ints->output(0), s, zp}, 1, &n);
+  if (axis) setIntAttribute(*dq, "axis", *axis);
   replaceNode(graph, n, dq);
 }
 

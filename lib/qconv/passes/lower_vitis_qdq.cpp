@@ -112,13 +112,7 @@ int32_t storageFor(int64_t lo, int64_t hi, int64_t opset) {
   return 0;
 }
 
-void setAxis(ir::Node* n, const VaiParams& p) {
-  if (!p.per_axis) return;
-  auto* a = n->mutableProto().add_attribute();
-  a->set_name("axis");
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(p.axis);
-}
+std::optional<int64_t> axisOf(const VaiParams& p) { return p.per_axis ? std::optional<int64_t>(p.axis) : std::nullopt; }
 
 int64_t count(const VaiParams& p) { return static_cast<int64_t>(p.scale.size()); }
 
@@ -144,22 +138,9 @@ std::pair<ir::Value*, ir::Value*> floatParams(FloatEmitter& e, const VaiParams& 
 ///   Cast(float)     0 the integers; output <- vai.output 0
 void quantizeToStandard(ir::Graph& g, ir::Node& n, const VaiParams& p, int32_t t) {
   auto [s, zp] = standardParams(g, p, t);
-  ir::Node* q = g.createNode("QuantizeLinear", "", {n.input(0), s, zp}, 1, &n);
-  setAxis(q, p);
-  q->output(0)->setElemType(t);
-  ir::Value* ints = q->output(0);
-  if (auto [a, b] = ir::intRange(t); p.valmin != a || p.valmax != b) {
-    ir::Node* clip = g.createNode("Clip", "", {ints, g.addInitializer("valmin", ir::makeIntTensor(t, {}, {p.valmin})),
-                                               g.addInitializer("valmax", ir::makeIntTensor(t, {}, {p.valmax}))},
-                                  1, &n);
-    clip->output(0)->setElemType(t);
-    ints = clip->output(0);
-  }
-  ir::Node* cast = g.createNode("Cast", "", {ints}, 1, &n);
-  auto* to = cast->mutableProto().add_attribute();
-  to->set_name("to");
-  to->set_type(onnx::AttributeProto::INT);
-  to->set_i(onnx::TensorProto::FLOAT);
+  ir::Node* ints = quantizeToRange(g, &n, n.input(0), s, zp, t, axisOf(p), p.valmin, p.valmax);
+  ir::Node* cast = g.createNode("Cast", "", {ints->output(0)}, 1, &n);
+  setIntAttribute(*cast, "to", onnx::TensorProto::FLOAT);
   replaceNode(g, n, cast);
 }
 
@@ -190,7 +171,7 @@ void lowerDequantize(ir::Graph& g, ir::Node& n, const VaiParams& p, PassContext&
     if (std::all_of(p.zero_point.begin(), p.zero_point.end(), [&](float z) { return z == std::nearbyint(z) && z >= a && z <= b; })) {
       auto [s, zp] = standardParams(g, p, t);
       ir::Node* dq = g.createNode("DequantizeLinear", "", {ints, s, zp}, 1, &n);
-      setAxis(dq, p);
+      if (auto axis = axisOf(p)) setIntAttribute(*dq, "axis", *axis);
       replaceNode(g, n, dq);
       ctx.count("vai::DequantizeLinear lowered");
       return;
