@@ -68,6 +68,16 @@ def output_step(qdq_path: str) -> float:
     return float(onnx.numpy_helper.to_array(inits[dq.input[1]]))
 
 
+def tie_inputs(seed: int, step: float, shape, spread: float) -> list[np.ndarray]:
+    """Three float32 inputs for a quantizer of step `step`: normal values (sigma spread*step),
+    values that are all rounding ties ((k + 0.5) * step), and quarter steps (ties and integers)."""
+    rng = np.random.default_rng(seed)
+    step = np.float32(step)
+    return [rng.normal(0, spread * step, shape).astype(np.float32),
+            ((np.round(rng.normal(0, 150, shape)) + 0.5) * step).astype(np.float32),
+            (np.round(rng.normal(0, 300, shape)) * np.float32(step / 4)).astype(np.float32)]
+
+
 def max_abs_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
 

@@ -143,23 +143,30 @@ def sample_inputs(model: onnx.ModelProto, count: int, seed: int) -> list[np.ndar
     return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(count)]
 
 
-def quantize_qdq(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
-                 work_dir: str) -> None:
-    """quantize_static in QDQ format, calibrated on generated data."""
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
+def calibration_reader(inputs: list[np.ndarray], name: str = "input"):
+    """An onnxruntime CalibrationDataReader over `inputs` for the graph input `name`."""
+    from onnxruntime.quantization import CalibrationDataReader
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            name = float_model.graph.input[0].name
-            self.data = iter([{name: x} for x in sample_inputs(float_model, 16, seed=123)])
+            self.data = iter([{name: x} for x in inputs])
 
         def get_next(self):
             return next(self.data, None)
 
+    return Reader()
+
+
+def quantize_qdq(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
+                 work_dir: str) -> None:
+    """quantize_static in QDQ format, calibrated on generated data."""
+    from onnxruntime.quantization import (QuantFormat, QuantType,
+                                          quantize_static)
+
     src = os.path.join(work_dir, f"float_{float_model.graph.name}.onnx")
     onnx.save(float_model, src)
     quantize_static(
-        src, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=per_channel,
+        src, path, calibration_reader(sample_inputs(float_model, 16, seed=123), float_model.graph.input[0].name),
+        quant_format=QuantFormat.QDQ, per_channel=per_channel,
         activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
         weight_type=QuantType.QInt8)

@@ -36,19 +36,12 @@ def check_standard_forms(name: str, src: str, twin: str, judge: str, xs, tmp_pat
 
 
 def quantize_contrib(name: str, path: str, activation: str, work) -> None:
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     fm = models.FLOAT_MODELS[name]()
     src = str(work / f"float_{name}.onnx")
     onnx.save(fm, src)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.data = iter([{"input": x} for x in models.sample_inputs(fm, 8, seed=123)])
-
-        def get_next(self):
-            return next(self.data, None)
-
-    quantize_static(src, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(src, path, models.calibration_reader(models.sample_inputs(fm, 8, seed=123)), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type={"uint8": QuantType.QUInt8, "int8": QuantType.QInt8,
                                      "uint16": QuantType.QUInt16}[activation],
                     weight_type=QuantType.QInt8, extra_options={"UseQDQContribOps": True})

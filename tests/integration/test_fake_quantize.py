@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import op_counts, outputs, run_qconv, session
+from conftest import op_counts, outputs, run_qconv, session, tie_inputs
 
 F32 = np.float32
 DOMAIN = "org.openvinotoolkit"
@@ -34,11 +34,8 @@ def model(il, ih, ol, oh, levels, shape=(2, 3, 8)) -> onnx.ModelProto:
     return m
 
 
-def xs_for(scale: float, seed: int, shape=(2, 3, 8)):
-    rng = np.random.default_rng(seed)
-    return [rng.normal(0, 100 * scale, shape).astype(F32),
-            ((np.round(rng.normal(0, 150, shape)) + 0.5) * F32(scale)).astype(F32),
-            (np.round(rng.normal(0, 300, shape)) * F32(scale / 4)).astype(F32)]
+def xs_for(scale: float, seed: int):
+    return tie_inputs(seed, scale, (2, 3, 8), spread=100)
 
 
 CASES = {  # NNCF's usual forms, and a general one

@@ -6,6 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+import models
 from conftest import max_abs_diff, op_counts, output_step, outputs, run_qconv, session
 
 
@@ -32,18 +33,11 @@ def inputs(count: int, seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("activation", ["uint8", "int8"])
 def test_qgemm_from_onnxruntime_qoperator(per_channel, activation, tmp_path):
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     fsrc, src = str(tmp_path / "float.onnx"), str(tmp_path / "qop_in.onnx")
     onnx.save(float_gemm_model(), fsrc)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.data = iter([{"input": x} for x in inputs(8, 1)])
-
-        def get_next(self):
-            return next(self.data, None)
-
-    quantize_static(fsrc, src, Reader(), quant_format=QuantFormat.QOperator, per_channel=per_channel,
+    quantize_static(fsrc, src, models.calibration_reader(inputs(8, 1)), quant_format=QuantFormat.QOperator, per_channel=per_channel,
                     activation_type=QuantType.QInt8 if activation == "int8" else QuantType.QUInt8,
                     weight_type=QuantType.QInt8)
     assert op_counts(src).get("QGemm", 0) == 2

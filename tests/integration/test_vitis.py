@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import models
-from conftest import outputs, run_qconv, session
+from conftest import outputs, run_qconv, session, tie_inputs
 from test_dialects import check_standard_forms
 
 F32 = np.float32
@@ -70,13 +70,6 @@ def single(lo, hi, s, z, method, axis=None, shape=(4, 64)) -> onnx.ModelProto:
     return m
 
 
-def tie_inputs(seed: int, s: float, shape=(4, 64)):
-    rng = np.random.default_rng(seed)
-    return [rng.normal(0, 40 * s, shape).astype(F32),
-            ((np.round(rng.normal(0, 150, shape)) + 0.5) * s).astype(F32),  # every element a tie
-            (np.round(rng.normal(0, 300, shape)) * F32(s / 4)).astype(F32)]
-
-
 RANGES = {"int8": (-128, 127), "narrow": (-127, 127), "int4": (-8, 7), "uint8": (0, 255), "int16": (-32768, 32767)}
 
 
@@ -96,7 +89,7 @@ def test_vai_quantizer_matches_its_formula(method, rng_name, z, tmp_path):
     assert any(n.op_type == "QuantizeLinear" for n in out.graph.node) == standard
     if not standard:
         assert "fix_quant: vai::QuantizeLinear emulated exactly with float ops (no Q/DQ form:" in r.stderr
-    xs = tie_inputs(100 + method, s)
+    xs = tie_inputs(100 + method, s, (4, 64), spread=40)
     for x, got in zip(xs, outputs(session(dst), xs)):
         np.testing.assert_array_equal(got, vai_twin(x, lo, hi, s, z, method))
 
@@ -169,19 +162,12 @@ def as_vai(src: str, dst: str) -> int:
 def test_vai_model_lowers_exactly_and_fuses(name, tmp_path):
     """A whole vai-form model (symmetric int8, as Vitis AI quantizes): QDQ output gives the
     standard model's numbers bit for bit; QOp fuses every target, within one step."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     fm = models.FLOAT_MODELS[name]()
     fsrc, std = str(tmp_path / "float.onnx"), str(tmp_path / "std.onnx")
     onnx.save(fm, fsrc)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.data = iter([{"input": x} for x in models.sample_inputs(fm, 8, seed=5)])
-
-        def get_next(self):
-            return next(self.data, None)
-
-    quantize_static(fsrc, std, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+    quantize_static(fsrc, std, models.calibration_reader(models.sample_inputs(fm, 8, seed=5)), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                     extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
     src = str(tmp_path / "vai.onnx")
