@@ -57,7 +57,6 @@ ir::Value* dequantize(ir::Graph& g, ir::Node& before, ir::Value* q, float s, int
 
 struct Chain {
   ir::Graph& g;
-  PassContext& ctx;
   std::unordered_map<const ir::Value*, float> int_scale;  // integers whose real value is q * scale
   std::unordered_map<const ir::Value*, float> acc_scale;  // rebuilt conv outputs: real = acc * scale
 
@@ -142,7 +141,7 @@ void lowerIntegerOps(ir::Model& model, PassContext& ctx) {
   ir::Graph& graph = model.graph;
   const auto nodes = graph.nodeSnapshot();
   if (std::none_of(nodes.begin(), nodes.end(), [](const ir::Node* n) { return isIntegerConv(*n); })) return;
-  Chain chain{graph, ctx, {}, {}};
+  Chain chain{graph, {}, {}};
   for (ir::Node* n : nodes) {
     if (!graph.isAlive(n)) continue;
     if (isQuantize(*n)) {
