@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
                     "when a requantized bias overflows int32, raise that channel's weight scale (approximation, reported)");
   convert->add_flag("--approximate", options.approximate,
                     "allow conversions that differ on rounding ties (FakeQuantize as Q/DQ); each is listed");
+  convert->add_option("--opset", options.opset,
+                      "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
+                      "refused, naming the node, when an operator changed in between")
+      ->check(CLI::PositiveNumber);
   convert->add_flag("-q,--quiet", quiet, "print only warnings and errors");
   convert->add_flag("-v,--verbose", verbose, "print debug notes too");
 

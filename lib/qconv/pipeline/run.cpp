@@ -9,6 +9,7 @@
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/pass_manager.h"
+#include "qconv/pipeline/redeclare_opset.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -42,14 +43,15 @@ std::string summary(const PassContext& ctx) {
 void refuseForeignOps(const ir::Model& model, const PassContext& ctx) {
   std::vector<const ir::Node*> left;
   for (const auto& n : model.graph.nodes())
-    if (model.graph.isAlive(n.get()) && isForeignQuantDomain(n->domain())) left.push_back(n.get());
+    if (model.graph.isAlive(n.get()) && (isForeignQuantDomain(n->domain()) || !ctx.unconvertedReason(n->label()).empty()))
+      left.push_back(n.get());
   if (left.empty()) return;
   const ir::Node& first = *left.front();
   std::string why = ctx.unconvertedReason(first.label());
   if (why.empty()) why = fmt::format("{}::{} has no standard ONNX form in qconv", first.domain(), first.opType());
   throw Error(ExitCode::Unsupported,
               fmt::format("{}: {}: {}{}", ctx.path(), first.label(), why,
-                          left.size() > 1 ? fmt::format(" (and {} more dialect nodes)", left.size() - 1) : ""));
+                          left.size() > 1 ? fmt::format(" (and {} more nodes without a standard form)", left.size() - 1) : ""));
 }
 
 void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err, spdlog::logger& log) {
@@ -68,6 +70,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   });
   pm.run(model, ctx, options.dump ? &out : nullptr);
   refuseForeignOps(model, ctx);
+  if (options.opset) redeclareOpset(model, options.opset, options.input);
 
   onnx::ModelProto result = pm.timeStage("emit", [&] {
     onnx::ModelProto m = io::exportModel(model);

@@ -1,6 +1,7 @@
 // The library's entry point for one conversion: what the qconv CLI calls.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct ConvertOptions {
   bool time_passes = false;         // print each stage's time on `err`
   bool raise_weight_scale = false;  // see PassOptions
   bool approximate = false;         // see PassOptions
+  int64_t opset = 0;                // declare this default-domain opset (0: keep the model's); see redeclare_opset.h
   int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
 };
 

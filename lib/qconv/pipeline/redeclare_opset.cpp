@@ -1,0 +1,121 @@
+#include "qconv/pipeline/redeclare_opset.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+#include <vector>
+
+#include "qconv/diag.h"
+
+namespace qconv {
+
+namespace {
+
+struct OpVersion {
+  const char* op;
+  int64_t since;
+  const char* changed;   // non-empty: the signature changed beyond additions
+  int inputs_before;     // >= 0: this version added inputs after these
+  int outputs_before;    // >= 0: this version added outputs after these
+  const char* attributes;  // comma-separated optional attributes this version added
+  const char* types;       // comma-separated element types only one of the two versions takes
+};
+
+const OpVersion kHistory[] = {
+#define QCONV_OP_VERSION(OP, SINCE, CHANGED, IN, OUT, ATTRS, TYPES) {OP, SINCE, CHANGED, IN, OUT, ATTRS, TYPES},
+#include "qconv/io/opset_history.inc"
+#undef QCONV_OP_VERSION
+};
+
+std::vector<std::string> split(const char* list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+/// "float", "int8", "float8e4m3fn"...: the schema spelling; empty when unknown.
+std::string typeSpelling(int32_t elem_type) {
+  if (!elem_type || !onnx::TensorProto_DataType_IsValid(elem_type)) return "";
+  std::string s = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type));
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool common(const std::string& type) {
+  static const char* const kCommon[] = {"float", "double", "float16", "int8", "uint8", "int16", "uint16",
+                                        "int32", "uint32", "int64", "uint64", "bool", "string"};
+  return std::any_of(std::begin(kCommon), std::end(kCommon), [&](const char* c) { return type == c; });
+}
+
+/// Why `n` cannot move across version `v` of its operator, or empty.
+std::string blocker(const ir::Node& n, const OpVersion& v) {
+  if (*v.changed) return v.changed;
+  auto used = [](const std::vector<ir::Value*>& vals) {
+    size_t k = vals.size();
+    while (k && !vals[k - 1]) --k;
+    return k;
+  };
+  if (v.inputs_before >= 0 && used(n.inputs()) > static_cast<size_t>(v.inputs_before))
+    return fmt::format("the node uses input {}, which it added", v.inputs_before);
+  if (v.outputs_before >= 0 && used(n.outputs()) > static_cast<size_t>(v.outputs_before))
+    return fmt::format("the node uses output {}, which it added", v.outputs_before);
+  for (const auto& a : split(v.attributes))
+    if (n.attribute(a)) return fmt::format("the node sets attribute {}, which it added", a);
+  const std::vector<std::string> types = split(v.types);
+  if (types.empty()) return "";
+  std::vector<const ir::Value*> values(n.inputs().begin(), n.inputs().end());
+  values.insert(values.end(), n.outputs().begin(), n.outputs().end());
+  for (const ir::Value* val : values) {
+    if (!val) continue;
+    const std::string t = typeSpelling(val->elemType());
+    if (t.empty()) {
+      if (std::any_of(types.begin(), types.end(), common))
+        return fmt::format("the element type of '{}' is not known and it changed the accepted types ({})", val->name(), v.types);
+    } else if (std::find(types.begin(), types.end(), t) != types.end()) {
+      return fmt::format("'{}' is {}, accepted on one side only", val->name(), t);
+    }
+  }
+  return "";
+}
+
+std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi) {
+  for (const auto& a : n.proto().attribute())
+    if (a.has_g() || a.graphs_size()) return "its subgraph's nodes are not checked (qconv moves no subgraph to another opset)";
+  bool exists_at_lo = false, known = false;
+  for (const auto& v : kHistory) {
+    if (n.opType() != v.op) continue;
+    known = true;
+    if (v.since <= lo) exists_at_lo = true;
+    if (v.since > lo && v.since <= hi)
+      if (std::string why = blocker(n, v); !why.empty()) return fmt::format("{} version {} is in the way: {}", v.op, v.since, why);
+  }
+  if (!known) return fmt::format("{} is not an ai.onnx operator qconv knows the history of", n.opType());
+  if (!exists_at_lo) return fmt::format("{} does not exist at opset {}", n.opType(), lo);
+  return "";
+}
+
+}  // namespace
+
+void redeclareOpset(ir::Model& model, int64_t target, const std::string& path) {
+  int64_t newest = 0;
+  for (const auto& v : kHistory) newest = std::max(newest, v.since);
+  if (target < 1 || target > newest)
+    throw Error(ExitCode::Usage, fmt::format("--opset {}: qconv knows the ai.onnx operators of opsets 1 to {}", target, newest));
+  const int64_t declared = ir::defaultOpset(model);
+  if (declared == target || declared == 0) return;
+  const int64_t lo = std::min(declared, target), hi = std::max(declared, target);
+  for (const auto& n : model.graph.nodes()) {
+    if (!model.graph.isAlive(n.get()) || !n->domain().empty()) continue;
+    if (std::string why = checkNode(*n, lo, hi); !why.empty())
+      throw Error(ExitCode::Unsupported, fmt::format("{}: {}: cannot declare opset {} (the model declares {}): {}", path,
+                                                     n->label(), target, declared, why));
+  }
+  for (auto& op : *model.shell.mutable_opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(target);
+}
+
+}  // namespace qconv

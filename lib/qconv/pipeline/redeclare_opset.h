@@ -1,0 +1,26 @@
+// --opset N: declare the converted model's default-domain opset as N instead of the input's.
+//
+// A node keeps its meaning under another opset only if its operator did not change between
+// the two: for every version of its operator strictly after the lower opset and up to the
+// higher one (lib/qconv/io/opset_history.inc, generated from the ONNX schemas), the node must
+//   1. not cross a version whose signature changed beyond additions (removed or retyped inputs,
+//      outputs or attributes, a changed default, or a known change of allowed values);
+//   2. not use an input or output that version added;
+//   3. not set an attribute that version added (its default is the older behaviour);
+//   4. have no input or output of an element type only one side accepts (a value of unknown
+//      type passes only when every such type is a rare one: bfloat16, float8, 4-bit, ...).
+// The operator must also exist at the lower opset. Anything else stops the conversion (exit 4)
+// naming the node and the version in the way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "qconv/ir/ir.h"
+
+namespace qconv {
+
+/// Throws Error(Unsupported) naming `path` and the first node that cannot move to `target`.
+void redeclareOpset(ir::Model& model, int64_t target, const std::string& path);
+
+}  // namespace qconv
