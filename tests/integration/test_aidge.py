@@ -6,9 +6,13 @@ them as QDQ with scales chained from the input quantizer. The judge is Aidge's C
 running the quantized graph itself; onnxruntime runs qconv's output, which must give the same
 int8 values.
 
-Aidge declares opset 28, for which onnxruntime 1.32 has no QuantizeLinear kernel, so the test
-declares opset 21 (the same Conv/Relu/MaxPool/GlobalAveragePool/QuantizeLinear semantics for
-these types) before converting; qconv keeps a model's declared opset."""
+By default qconv rebuilds them in integer units (scale 1 on integer inputs, the export's own
+QuantizeLinear(acc, S)): bit-exact. With --approximate it chains absolute scales from the input
+quantizer instead, and lists each rebuilt conv as an approximation.
+
+Aidge declares opset 28, for which onnxruntime 1.32 has no QuantizeLinear kernel: the tests
+convert with --opset 21, which qconv allows because none of the model's operators changed
+between 21 and 28 for the types they use."""
 import numpy as np
 import onnx
 import pytest
@@ -33,8 +37,40 @@ def float_cnn(kind: str) -> onnx.ModelProto:
     return b.model("cnn", "input", [1, 3, 16, 16], x, [1, 16, 1, 1])
 
 
-def quantize_with_aidge(fm: onnx.ModelProto, path: str, *, rescale_inputs: bool, qop: bool, work):
-    """Aidge PTQ (int8 weights and activations, int32 bias), export; returns Aidge's graph."""
+def topologically_sorted(m: onnx.ModelProto) -> onnx.ModelProto:
+    made = {i.name for i in m.graph.input} | {t.name for t in m.graph.initializer} | {""}
+    todo, order = list(m.graph.node), []
+    while todo:
+        n = next(n for n in todo if all(i in made for i in n.input))
+        order.append(n)
+        made.update(n.output)
+        todo.remove(n)
+    del m.graph.node[:]
+    m.graph.node.extend(order)
+    return m
+
+
+def repair_expanded_export(path: str) -> None:
+    """aidge-onnx 0.10.1's export of an expanded graph is not valid ONNX, in two ways the
+    checker and onnxruntime both reject: its nodes are not in topological order, and each Pad's
+    constant_value is a double where Pad needs x's type (int8). Fix exactly these two."""
+    m = onnx.load(path)
+    with pytest.raises(onnx.checker.ValidationError, match="topologically sorted"):
+        onnx.checker.check_model(m)
+    m = topologically_sorted(m)
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.output[0].endswith("constant_value_output_0"):
+            t = n.attribute[0].t
+            assert t.data_type == onnx.TensorProto.DOUBLE
+            t.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(t).astype(np.int8), t.name))
+    onnx.save(m, path)
+
+
+def quantize_with_aidge(fm: onnx.ModelProto, path: str, *, rescale_inputs: bool, qop: bool, work,
+                        fold: bool = True, expand: bool = False):
+    """Aidge PTQ (int8 weights and activations, int32 bias), export; returns Aidge's graph.
+    fold=False keeps the weight quantizers (QuantizeLinear on float weights in the export);
+    expand=True expands the meta-operators first (Mul -> Round -> Add -> Clip -> Cast chains)."""
     import aidge_backend_cpu  # noqa: F401  (registers the CPU kernels)
     import aidge_onnx
     import aidge_quantization as aq
@@ -45,15 +81,16 @@ def quantize_with_aidge(fm: onnx.ModelProto, path: str, *, rescale_inputs: bool,
     g.set_datatype(aidge_core.dtype.float32)
     calib = [aidge_core.Tensor(x) for x in models.sample_inputs(fm, 8, seed=1)]
     aq.auto_assign_node_precision(g, aidge_core.dtype.int8, aidge_core.dtype.int8, aidge_core.dtype.int32)
-    aq.quantize_network(g, calib, rescale_inputs=rescale_inputs, fold_graph=not qop)
+    aq.quantize_network(g, calib, rescale_inputs=rescale_inputs, fold_graph=fold and not qop)
     if qop:
         aq.set_to_qop(g)
+    if expand:
+        aidge_core.expand_metaops(g, True, "{2}_{0}", True)
     aidge_onnx.export_onnx(g, path)
+    if expand:
+        repair_expanded_export(path)
     m = onnx.load(path)
     assert [(o.domain, o.version) for o in m.opset_import] == [("", 28)]  # what Aidge declares
-    m.opset_import[0].version = 21
-    m.ir_version = 10
-    onnx.save(m, path)
     return g
 
 
@@ -67,26 +104,41 @@ def aidge_outputs(g, xs):
     return got
 
 
+def approximations(path: str) -> list[str]:
+    props = {p.key: p.value for p in onnx.load(path).metadata_props}
+    return props.get("qconv.approximations", "").splitlines()
+
+
 @pytest.mark.parametrize("kind", ["two_convs", "cnn"])
-@pytest.mark.parametrize("export", ["ptq", "qop"])
-def test_aidge_integer_export_matches_aidge(kind, export, tmp_path):
+@pytest.mark.parametrize("export", ["ptq", "qop", "ptq-unfolded"])
+@pytest.mark.parametrize("mode", ["exact", "approximate"])
+def test_aidge_integer_export_matches_aidge(kind, export, mode, tmp_path):
     """rescale_inputs=True: Aidge's own CPU backend has no kernel for a float input into its
-    int8 Conv (rescale_inputs=False), so that export has no judge; see the next test."""
+    int8 Conv (rescale_inputs=False), so that export has no judge; see the next test.
+    ptq-unfolded: fold_graph=False, Aidge's QuantizeLinear on float weights (scale 1/SF)."""
     rescale_inputs = True
     fm = float_cnn(kind)
     src = str(tmp_path / "aidge.onnx")
-    g = quantize_with_aidge(fm, src, rescale_inputs=rescale_inputs, qop=export == "qop", work=tmp_path)
+    g = quantize_with_aidge(fm, src, rescale_inputs=rescale_inputs, qop=export == "qop", work=tmp_path,
+                            fold=export != "ptq-unfolded")
     convs = op_counts(src)["Conv"]
     xs = models.sample_inputs(fm, 6, seed=44)
     want = aidge_outputs(g, xs)
     assert want[0].dtype == np.int8
+    flags = ["--approximate"] if mode == "approximate" else []
     for fmt in ("qdq", "qop"):
         dst = str(tmp_path / f"{fmt}.onnx")
-        r = run_qconv("convert", src, dst, "--format", fmt, "-v")
+        r = run_qconv("convert", src, dst, "--format", fmt, "--opset", "21", "-v", *flags)
         assert r.returncode == 0, r.stderr
         assert f"{convs} integer conv rebuilt as QDQ" in r.stderr
         out = onnx.load(dst)
         onnx.checker.check_model(out, full_check=True)
+        assert [(o.domain, o.version) for o in out.opset_import] == [("", 21)]
+        listed = approximations(dst)
+        if mode == "exact":
+            assert listed == []
+        else:  # each rebuilt conv is listed
+            assert sum("rebuilt with absolute scales" in a for a in listed) == convs, listed
         if fmt == "qop":  # every conv reading a quantized input is fused
             assert op_counts(dst).get("QLinearConv", 0) == convs - (0 if rescale_inputs else 1)
         differ = total = 0
@@ -98,7 +150,7 @@ def test_aidge_integer_export_matches_aidge(kind, export, tmp_path):
         # Aidge's executor requantizes by multiplying with 1/S where its export writes
         # QuantizeLinear(acc, S), a division: the two can round apart on near-ties, by one step.
         assert differ <= max(1, total // 100), f"{differ} of {total} values differ from Aidge"
-        print(f"aidge {kind} {export} {fmt}: {differ} of {total} values differ from Aidge")
+        print(f"aidge {kind} {export} {mode} {fmt}: {differ} of {total} values differ from Aidge")
 
 
 def test_aidge_export_without_input_rescaling_converts_to_runnable_onnx(tmp_path):
@@ -125,7 +177,7 @@ def test_aidge_export_without_input_rescaling_converts_to_runnable_onnx(tmp_path
     probe.ir_version = m.ir_version
     psrc, dst = str(tmp_path / "probe.onnx"), str(tmp_path / "probe_qdq.onnx")
     onnx.save(probe, psrc)
-    r = run_qconv("convert", psrc, dst, "--format", "qdq", "-v")
+    r = run_qconv("convert", psrc, dst, "--format", "qdq", "--opset", "21", "-v")
     assert r.returncode == 0, r.stderr
     assert "1 integer conv rebuilt as QDQ" in r.stderr
     x = np.round(np.random.default_rng(5).normal(0, 20, (1, 3, 16, 16))).astype(np.float32)  # integer-valued
@@ -137,3 +189,64 @@ def test_aidge_export_without_input_rescaling_converts_to_runnable_onnx(tmp_path
     acc += b.reshape(1, -1, 1, 1)
     want = np.clip(np.round(acc.astype(np.float32) / divisor), -128, 127).astype(np.int8)
     np.testing.assert_array_equal(outputs(session(dst), [x])[0], want)
+
+
+@pytest.mark.parametrize("kind", ["two_convs", "cnn"])
+def test_aidge_expanded_export_matches_aidge(kind, tmp_path):
+    """Expanded meta-operators: every quantizer is Mul(SF) -> Round -> Add(0) -> Clip -> Cast(int8),
+    padding a separate Pad on int8, the Conv on int8. Exact by default: the integer Convs are
+    rebuilt in integer units and the Mul chains stay as the float ops they are (x * SF has no
+    QuantizeLinear form); identical to Aidge. With --approximate the Mul chains become
+    QuantizeLinear(1 / SF), listed, and in qop every conv is fused."""
+    fm = float_cnn(kind)
+    src = str(tmp_path / "aidge.onnx")
+    g = quantize_with_aidge(fm, src, rescale_inputs=True, qop=False, work=tmp_path, fold=False, expand=True)
+    assert op_counts(src)["Pad"] >= 1 and op_counts(src)["Round"] >= 3
+    convs = op_counts(src)["Conv"]
+    xs = models.sample_inputs(fm, 6, seed=44)
+    want = aidge_outputs(g, xs)
+    for mode, flags in (("exact", []), ("approximate", ["--approximate"])):
+        for fmt in ("qdq", "qop"):
+            dst = str(tmp_path / f"{mode}_{fmt}.onnx")
+            r = run_qconv("convert", src, dst, "--format", fmt, "--opset", "21", *flags)
+            assert r.returncode == 0, r.stderr
+            onnx.checker.check_model(onnx.load(dst), full_check=True)
+            counts = op_counts(dst)
+            assert "Pad" not in counts  # folded into the Conv's pads
+            listed = approximations(dst)
+            if mode == "exact":
+                assert listed == [] and counts["Round"] >= 1 and "QLinearConv" not in counts
+            else:
+                assert sum("written as QuantizeLinear" in a for a in listed) == convs + 1  # input and each conv
+                if fmt == "qop":
+                    assert counts.get("QLinearConv", 0) == convs
+            differ = total = 0
+            for w, got in zip(want, outputs(session(dst), xs)):
+                assert got.dtype == np.int8
+                assert int(np.max(np.abs(got.astype(np.int32) - w.astype(np.int32)))) <= 1
+                differ += int(np.sum(got != w))
+                total += got.size
+            if mode == "exact" and kind == "two_convs":
+                assert differ == 0  # Aidge's executor and the export agree here: bit-identical
+            assert differ <= max(1, total // 100), f"{differ} of {total} values differ from Aidge"
+            print(f"aidge expanded {kind} {mode} {fmt}: {differ} of {total} values differ from Aidge")
+
+
+def test_an_integer_conv_qconv_cannot_rebuild_stops_the_conversion(tmp_path):
+    """Conv on int8 runs nowhere but in Aidge: one that cannot be rebuilt is a refusal (exit 4)
+    naming the node and the requirement, with no output, never a model onnxruntime rejects."""
+    fm = float_cnn("two_convs")
+    src = str(tmp_path / "aidge.onnx")
+    quantize_with_aidge(fm, src, rescale_inputs=True, qop=False, work=tmp_path)
+    m = onnx.load(src)
+    conv = next(n for n in m.graph.node if n.op_type == "Conv")
+    bias = next(t for t in m.graph.initializer if t.name == conv.input[2])
+    bias.CopyFrom(onnx.numpy_helper.from_array(np.clip(onnx.numpy_helper.to_array(bias), -128, 127).astype(np.int8), bias.name))
+    onnx.save(m, src)
+    dst = tmp_path / "out.onnx"
+    r = run_qconv("convert", src, str(dst), "--format", "qop", "--opset", "21")
+    assert r.returncode == 4
+    errors = [l for l in r.stderr.splitlines() if l.startswith("qconv: error:")]
+    assert errors == [f"qconv: error: {src}: {conv.name}: integer Conv not rebuilt (standard Conv takes no int8 input): "
+                      "its bias is not a constant int32"]
+    assert not dst.exists()

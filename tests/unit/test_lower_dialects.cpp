@@ -127,8 +127,43 @@ TEST_CASE("Mul by a power of two is x / s; Mul by another factor stays, with the
   auto m2 = primitive(0, 255, TensorProto::UINT8, "Mul", 0.3f, 0.0f).build();
   std::string log = run(m2, qconv::lowerPrimitiveQdq);
   REQUIRE(log.find("to_int: quantizer left as primitive ops: x * 0.3 is not x / s for any float s (only a power of two "
-                   "is)") != std::string::npos);
+                   "is; --approximate writes x / 3.33333)") != std::string::npos);
   REQUIRE(nodesOf(m2.graph, "QuantizeLinear").empty());
+}
+
+TEST_CASE("with --approximate, Mul by any factor becomes QuantizeLinear(1/f), listed as an approximation") {
+  auto m = primitive(0, 255, TensorProto::UINT8, "Mul", 0.3f, 0.0f).build();
+  qtest::Reporter r(qconv::PassOptions{false, true});
+  qconv::lowerPrimitiveQdq(m, r.ctx);
+  REQUIRE(floatsOf(only(m.graph, "QuantizeLinear")->input(1)) == std::vector<float>{1.0f / 0.3f});
+  REQUIRE(r.ctx.approximations() ==
+          std::vector<std::string>{"to_int: quantizer x * 0.3 written as QuantizeLinear(x, 3.33333): a near-tie can round by one step"});
+}
+
+TEST_CASE("Aidge's float form (no Cast) becomes QuantizeLinear -> Cast(float), typed by its clip range") {
+  // x -> Mul(f) -> Round -> Clip(-128, 127) -> y:float (integers held as floats)
+  for (float f : {0.25f, 0.3f}) {
+    ModelBuilder b;
+    b.input("x", TensorProto::FLOAT, {4});
+    b.floats("f", {}, {f});
+    b.floats("lo", {}, {-128});
+    b.floats("hi", {}, {127});
+    b.node("Mul", {"x", "f"}, {"m"}, "mul");
+    b.node("Round", {"m"}, {"r"}, "round");
+    b.node("Clip", {"r", "lo", "hi"}, {"y"}, "clip");
+    b.output("y", TensorProto::FLOAT);
+    auto m = b.build();
+    qtest::Reporter r(qconv::PassOptions{false, f != 0.25f});
+    qconv::lowerPrimitiveQdq(m, r.ctx);
+    auto* cast = only(m.graph, "Cast");
+    REQUIRE(cast->output(0)->name() == "y");
+    REQUIRE(cast->attrInt("to", 0) == TensorProto::FLOAT);
+    auto* q = cast->input(0)->producer();
+    REQUIRE(q->opType() == "QuantizeLinear");
+    REQUIRE(q->input(2)->initializer()->data_type() == TensorProto::INT8);
+    REQUIRE(floatsOf(q->input(1)) == std::vector<float>{1.0f / f});
+    REQUIRE(r.ctx.approximations().size() == (f == 0.25f ? 0u : 1u));  // a power of two is exact
+  }
 }
 
 TEST_CASE("a zero point outside the type's range or a Clip wider than the type stays primitive") {

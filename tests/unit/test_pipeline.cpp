@@ -55,7 +55,7 @@ TEST_CASE("the pass list: unknown names and an invalid order are usage errors") 
   REQUIRE(qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).passes().size() == 12);
   REQUIRE(qconv::pipelineFor(qconv::Format::Qdq) ==
           std::vector<std::string>{"lower-contrib-qdq", "lower-vitis-qdq", "lower-qonnx-quant", "lower-fake-quantize",
-                                   "lower-qgemm", "fold-producers", "lower-integer-ops", "lower-primitive-qdq", "pair-qdq"});
+                                   "lower-qgemm", "fold-producers", "lower-primitive-qdq", "lower-integer-ops", "pair-qdq"});
 }
 
 TEST_CASE("run converts, dumps after every pass and reports") {

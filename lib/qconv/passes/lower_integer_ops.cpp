@@ -4,24 +4,35 @@
 //   x -[QuantizeLinear(s_in)]-> xq:int8 -> Conv(xq, w:int8, b:int32) -> acc -> QuantizeLinear(acc, S) -> yq:int8
 //   yq -> Relu / MaxPool / GlobalAveragePool / Reshape ... (on int8) -> ...
 //   acc is the integer accumulator; S is a requantization divisor, not an absolute scale.
-// After (scales chained from the input quantizer: s_acc = s_x * s_w, s_y = s_acc * S):
+// After, by default (integer units: bit-exact):
+//   xq -> DQ(1) -> Conv(DQ(w, 1), DQ(b, 1)) -> acc -> QuantizeLinear(acc, S) -> yq
+//   yq -> DQ(1) -> Relu / MaxPool / ... -> QuantizeLinear(1) -> ...
+//   Every DQ is exact, the float Conv of integers is exact while no partial sum can pass 2^24
+//   (checked: sum|w| * max|x| + |b| per output channel), and QuantizeLinear(acc, S) is the
+//   export's own node, so every integer tensor holds the integers the export computes.
+// After, with --approximate (absolute scales chained from the input quantizer, as onnxruntime's
+// QDQ models carry them: s_acc = s_x * s_w, s_y = s_acc * S):
 //   xq -> DQ(s_x) -> Conv(DQ(w, s_w = 1), DQ(b, s_x * s_w)) -> QuantizeLinear(s_x * s_w * S) -> yq
 //   yq -> DQ(s_y) -> Relu / MaxPool / ... -> QuantizeLinear(s_y) -> ...
-// The weights' own scale is not in the export (it was folded into S), so s_w = 1: the chain is
-// then the real values up to one positive factor per layer, and every integer tensor (the graph
-// output included) holds the same integers as the export computes. A float input read by an
-// integer Conv directly (rescale_inputs=False) has s_x = 1.
+//   The float products s_x * q round, so a value on a near-tie of acc / S can move by one step:
+//   each rebuilt conv is listed as an approximation. The weights' own scale is not in the export
+//   (it was folded into S), so s_w = 1: the real values up to one positive factor per layer.
+// A float input read by an integer Conv directly (rescale_inputs=False) has s_x = 1.
 //
 // The pass runs only on a model with an integer Conv/Gemm/MatMul: input 1 a constant int8 or
 // uint8 initializer (after fold-producers has folded Aidge's QuantizeLinear weight producers).
 // A conv is rebuilt when:
-//   1. its input 0 is a tracked integer tensor, or float;
+//   1. its input 0 is float, or an integer tensor: in integer units any int8/uint8 (read at
+//      scale 1), with --approximate one whose scale is chained from a QuantizeLinear;
 //   2. its bias, if any, is a constant int32 initializer;
-//   3. its QuantizeLinear readers have a constant per-tensor scale (the divisor).
+//   3. its readers are QuantizeLinear with a constant scalar divisor, or a Cast to float (dropped:
+//      the rebuilt accumulator is float already) read, with --approximate, only by such;
+//   4. integer units only: on an integer input, no partial sum can pass 2^24 (exact in float).
 // An op reading a tracked integer tensor is wrapped in DQ -> op -> Q at that tensor's scale when
 // it has one data input and is one of kWrapped (exact: these ops commute with a positive scale;
-// GlobalAveragePool/AveragePool on int8 round the mean half away from zero in Aidge's CPU
-// backend, measured, so they are rebuilt on the integers with that rounding).
+// a constant-0 Pad stays on the integers, at its input's scale, or folds into the Conv it feeds;
+// GlobalAveragePool/AveragePool on int8 round the mean half away from
+// zero in Aidge's CPU backend, measured, so they are rebuilt on the integers with that rounding).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,6 +41,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/float_emitter.h"
+#include "qconv/passes/integer_conv.h"
 #include "qconv/pipeline/pass.h"
 #include "qconv/quant.h"
 
@@ -55,16 +67,35 @@ ir::Value* dequantize(ir::Graph& g, ir::Node& before, ir::Value* q, float s, int
   return dq->output(0);
 }
 
+bool isCastToFloat(const ir::Node& n) { return n.is("Cast") && n.attrInt("to", 0) == onnx::TensorProto::FLOAT; }
+
 struct Chain {
   ir::Graph& g;
+  bool absolute;  // --approximate: chain absolute scales; else integer units (scale 1)
   std::unordered_map<const ir::Value*, float> int_scale;  // integers whose real value is q * scale
   std::unordered_map<const ir::Value*, float> acc_scale;  // rebuilt conv outputs: real = acc * scale
 
-  int32_t typeOf(const ir::Value* v) const { return v->elemType() ? v->elemType() : onnx::TensorProto::INT8; }
+  int32_t typeOf(const ir::Value* v) const {
+    if (v->elemType()) return v->elemType();
+    const ir::Node* p = v->producer();
+    return p && p->is("Cast") ? static_cast<int32_t>(p->attrInt("to", 0)) : onnx::TensorProto::INT8;
+  }
+
+  /// The scale an integer tensor is read at: tracked, or (integer units) 1 for any int8/uint8.
+  std::optional<float> scaleOf(const ir::Value* v) const {
+    if (!v) return std::nullopt;
+    if (auto it = int_scale.find(v); it != int_scale.end()) return it->second;
+    if (!absolute && !v->isConstant() && ir::isInt8Like(typeOf(v)) && (v->elemType() || v->producer())) return 1.0f;
+    return std::nullopt;
+  }
 
   void quantize(ir::Node& q) {
     auto it = acc_scale.find(q.input(0));
     auto divisor = constantScalar(q.input(1));
+    if (!absolute) {  // the export's own QuantizeLinear stays; its integers are read at scale 1
+      if (divisor) int_scale[q.output(0)] = 1.0f;
+      return;
+    }
     if (it == acc_scale.end()) {
       if (divisor) int_scale[q.output(0)] = *divisor;
       return;
@@ -74,12 +105,14 @@ struct Chain {
     int_scale[q.output(0)] = s;
   }
 
+  static bool readsDivisor(const ir::Node& q) { return isQuantize(q) && constantScalar(q.input(1)).has_value(); }
+
   /// Operands: 0 x <- DQ(x, s_x) (x as is when float); 1 w <- DQ(w, 1, 0:w's type);
-  /// 2 b <- DQ(b, s_x, 0:int32). Output: real values at acc scale s_x.
+  /// 2 b <- DQ(b, s_x, 0:int32). Output: real values at acc scale s_x (1 in integer units).
   bool rebuild(ir::Node& n, std::string* why) {
     ir::Value* x = n.input(0);
-    auto it = int_scale.find(x);
-    if (it == int_scale.end() && x->elemType() != onnx::TensorProto::FLOAT && x->elemType() != 0) {  // (1)
+    const std::optional<float> sx = scaleOf(x);
+    if (!sx && x->elemType() != onnx::TensorProto::FLOAT && x->elemType() != 0) {  // (1)
       *why = "its input is an integer tensor whose scale is not known";
       return false;
     }
@@ -88,20 +121,48 @@ struct Chain {
       *why = "its bias is not a constant int32";
       return false;
     }
-    for (const auto& u : n.output(0)->uses())  // (3)
-      if (!isQuantize(*u.node) || !constantScalar(u.node->input(1))) {
-        *why = fmt::format("{} reads its accumulator and is not a QuantizeLinear with a constant scalar divisor",
-                           u.node->label());
+    for (const auto& u : n.output(0)->uses()) {  // (3)
+      const ir::Node& r = *u.node;
+      const bool ok = readsDivisor(r) || (isCastToFloat(r) && !r.output(0)->isGraphOutput() && !r.output(0)->hasImplicitUses() &&
+                                          !r.output(0)->uses().empty() &&
+                                          (!absolute || std::all_of(r.output(0)->uses().begin(), r.output(0)->uses().end(),
+                                                                    [](const auto& v) { return readsDivisor(*v.node); })));
+      if (!ok) {
+        *why = fmt::format("{} reads its accumulator and is not a QuantizeLinear with a constant scalar divisor{}", r.label(),
+                           absolute ? " (or a Cast to float read only by such)" : " or a Cast to float");
         return false;
       }
-    const float s_x = it == int_scale.end() ? 1.0f : it->second;
-    if (it != int_scale.end()) g.setInput(&n, 0, dequantize(g, n, x, s_x, typeOf(x)));
+    }
+    if (sx && !absolute) {  // (4)
+      const double xmax = typeOf(x) == onnx::TensorProto::UINT8 ? 255.0 : 128.0;
+      auto bound = accumulatorBound(n, xmax);
+      if (!bound || *bound >= 16777216.0) {
+        *why = bound ? fmt::format("a partial sum can reach {:.0f}, past 2^24, where a float Conv of the integers rounds "
+                                   "(--approximate rebuilds it with absolute scales)", *bound)
+                     : "its weights cannot be read";
+        return false;
+      }
+    }
+    const float s_x = sx.value_or(1.0f);
+    if (sx) g.setInput(&n, 0, dequantize(g, n, x, s_x, typeOf(x)));
     ir::Value* w = n.input(1);
     g.setInput(&n, 1, dequantize(g, n, w, 1.0f, w->initializer()->data_type()));
     if (b) g.setInput(&n, 2, dequantize(g, n, b, s_x, onnx::TensorProto::INT32));
-    n.output(0)->setElemType(onnx::TensorProto::FLOAT);
-    acc_scale[n.output(0)] = s_x;
+    ir::Value* acc = n.output(0);
+    acc->setElemType(onnx::TensorProto::FLOAT);
+    for (ir::Node* cast : readersOf(acc))  // the accumulator is float already: its Cast goes
+      if (isCastToFloat(*cast)) {
+        g.replaceAllUsesWith(cast->output(0), acc);
+        g.destroyNode(cast);
+      }
+    acc_scale[acc] = s_x;
     return true;
+  }
+
+  static std::vector<ir::Node*> readersOf(const ir::Value* v) {
+    std::vector<ir::Node*> out;
+    for (const auto& u : v->uses()) out.push_back(u.node);
+    return out;
   }
 
   /// DQ(x, s) -> op (a copy of n) -> Q(s): n's output 0 keeps its name and readers.
@@ -141,25 +202,35 @@ void lowerIntegerOps(ir::Model& model, PassContext& ctx) {
   ir::Graph& graph = model.graph;
   const auto nodes = graph.nodeSnapshot();
   if (std::none_of(nodes.begin(), nodes.end(), [](const ir::Node* n) { return isIntegerConv(*n); })) return;
-  Chain chain{graph, {}, {}};
+  Chain chain{graph, ctx.options().approximate, {}, {}};
   for (ir::Node* n : nodes) {
     if (!graph.isAlive(n)) continue;
     if (isQuantize(*n)) {
       chain.quantize(*n);
     } else if (isIntegerConv(*n)) {
+      foldPadIntoConv(graph, *n);
       std::string why;
-      if (chain.rebuild(*n, &why)) ctx.count("integer conv rebuilt as QDQ");
-      else ctx.keep(*n, "integer " + n->opType() + " not rebuilt: " + why);
-    } else if (auto it = chain.int_scale.find(n->input(0)); it != chain.int_scale.end() && !isDequantize(*n)) {
-      const bool wrappable = n->domain().empty() && std::any_of(std::begin(kWrapped), std::end(kWrapped), [&](const char* op) { return n->opType() == op; }) &&
-                             std::none_of(n->inputs().begin() + 1, n->inputs().end(), [&](const ir::Value* v) { return v && chain.int_scale.count(v); });
+      if (chain.rebuild(*n, &why)) {
+        ctx.count("integer conv rebuilt as QDQ");
+        if (chain.absolute)
+          ctx.approximate(*n, "integer " + n->opType() + " rebuilt with absolute scales chained from the input quantizer "
+                              "(float products of the scales can move a near-tie of acc / divisor by one step)");
+      } else {
+        ctx.unconverted(*n, fmt::format("integer {} not rebuilt (standard {} takes no {} input): {}", n->opType(), n->opType(),
+                                        ir::typeName(n->input(1)->initializer()->data_type()), why));
+      }
+    } else if (auto s = chain.scaleOf(n->input(0)); s && n->is("Pad") && padsWithZero(*n)) {
+      chain.int_scale[n->output(0)] = *s;  // zero padding on the integers is zero padding of the reals
+    } else if (auto s = chain.scaleOf(n->input(0)); s && !isDequantize(*n) && !isQuantize(*n) && !n->is("Cast")) {
+      const bool wrappable = n->domain().empty() && padsWithZero(*n) && std::any_of(std::begin(kWrapped), std::end(kWrapped), [&](const char* op) { return n->opType() == op; }) &&
+                             std::none_of(n->inputs().begin() + 1, n->inputs().end(), [&](const ir::Value* v) { return chain.scaleOf(v).has_value(); });
       if (!wrappable) {
         ctx.keep(*n, fmt::format("{} on an integer tensor is not rebuilt (qconv wraps only {} and similar one-input ops)", n->opType(), "Relu, MaxPool, pools, reshapes"));
         continue;
       }
       if (n->opType() == "GlobalAveragePool" || n->opType() == "AveragePool")
         ctx.keep(*n, n->opType() + " on int8 rebuilt on the integers: the mean is rounded half away from zero, as Aidge's CPU backend does");
-      chain.wrap(*n, it->second);
+      chain.wrap(*n, *s);
       ctx.count("integer op wrapped in DQ/Q");
     }
   }

@@ -5,6 +5,10 @@
 // After:
 //   x -> QuantizeLinear(s, zp:T) -> q                      when [lo, hi] is T's whole range
 //   x -> QuantizeLinear(s, zp:T) -> Clip(lo:T, hi:T) -> q  when it is narrower (narrow range)
+// Aidge's float form has no Cast: its integers stay floats (T: uint8 for a clip inside
+// [0, 255], else int8):
+//   x -> Mul(f) -> Round -> [Add(zp)] -> Clip(lo, hi) -> q:float
+//   becomes x -> QuantizeLinear(1/f, zp:T) [-> Clip] -> Cast(to=float) -> q:float
 // Before (dequantize):
 //   q -> Cast(to=float) -> [Sub(zp)] -> Mul(s) -> y
 // After:
@@ -19,6 +23,8 @@
 // Why it is exact: Round is ties-to-even like QuantizeLinear; r + zp and the clip act on
 // integers; Cast of an in-range integer is exact; x * 2^k and x / 2^-k are the same correctly
 // rounded number; (float(q) - zp) * s is DequantizeLinear's float(q - zp) * s.
+// With --approximate, Mul by any positive factor f becomes QuantizeLinear(x, 1/f), listed as an
+// approximation: x * f and x / fl(1/f) can round apart on a near-tie (Aidge's quantizers).
 // Anything else stays as the primitive ops it is (standard ONNX, still correct), with a note.
 #include <fmt/format.h>
 
@@ -48,26 +54,42 @@ std::optional<std::pair<size_t, float>> withScalar(const ir::Node& n) {
 
 struct QuantizeChain {
   ir::Node* first = nullptr;  // Div or Mul
-  ir::Node* cast = nullptr;
+  ir::Node* cast = nullptr;  // null in the float form
   ir::Value* x = nullptr;
   ir::Value* scale = nullptr;  // the Div's scale value, or null: make 2^-k
   float scale_value = 0;
   int64_t zp = 0, lo = 0, hi = 0;
   int32_t type = 0;
+  bool approximated = false;  // x * f written as x / (1/f), f not a power of two
 };
 
-std::optional<QuantizeChain> matchQuantize(ir::Node& cast, int64_t opset, std::string* why) {
+/// `last` is the chain's Cast(to=T), or its Clip when no Cast follows (Aidge's float form,
+/// integers held as floats: T is int8 or uint8 by the clip range).
+std::optional<QuantizeChain> matchQuantize(ir::Node& last, int64_t opset, bool approximate, std::string* why) {
   QuantizeChain c;
-  c.cast = &cast;
-  c.type = static_cast<int32_t>(cast.attrInt("to", 0));
-  if (!ir::isInt8Like(c.type)) return std::nullopt;  // (2): not a quantizer's Cast
-  ir::Node* clip = cast.input(0) ? cast.input(0)->producer() : nullptr;
-  if (!clip || !clip->is("Clip") || soleReader(clip->output(0)) != &cast) return std::nullopt;
+  ir::Node* clip = &last;
+  if (last.is("Cast")) {
+    c.cast = &last;
+    c.type = static_cast<int32_t>(last.attrInt("to", 0));
+    if (!ir::isInt8Like(c.type)) return std::nullopt;  // (2): not a quantizer's Cast
+    clip = last.input(0) ? last.input(0)->producer() : nullptr;
+    if (!clip || !clip->is("Clip") || soleReader(clip->output(0)) != &last) return std::nullopt;
+  } else if (ir::Node* r = soleReader(last.output(0)); r && r->is("Cast") && ir::isInt8Like(static_cast<int32_t>(r->attrInt("to", 0)))) {
+    return std::nullopt;  // matched at its Cast
+  }
+  if (!c.cast) {  // a plain Clip is no quantizer: it needs Round [-> Add(zp)] before it
+    auto made = [](const ir::Value* v, const char* op) { return v && v->producer() && v->producer()->is(op); };
+    const ir::Node* p = clip->input(0) ? clip->input(0)->producer() : nullptr;
+    if (!p || !(p->is("Round") || (p->is("Add") && (made(p->input(0), "Round") || made(p->input(1), "Round")))))
+      return std::nullopt;
+  }
   auto bounds = clipBounds(*clip);
   const float lo = bounds ? bounds->first : NAN, hi = bounds ? bounds->second : NAN;
+  if (!c.cast) c.type = lo >= 0 && hi <= 255 ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
   auto [tmin, tmax] = ir::intRange(c.type);
   if (!isInteger(lo) || !isInteger(hi) || lo > hi || lo < tmin || hi > tmax) {
-    *why = "Clip bounds are not constant integers inside the Cast type's range";
+    *why = c.cast ? "Clip bounds are not constant integers inside the Cast type's range"
+                  : "Clip bounds are not constant integers inside int8's or uint8's range";
     return std::nullopt;
   }
   c.lo = static_cast<int64_t>(lo);
@@ -105,8 +127,10 @@ std::optional<QuantizeChain> matchQuantize(ir::Node& cast, int64_t opset, std::s
   }
   if (first->is("Mul")) {
     int exp = 0;
-    if (std::frexp(s->second, &exp) != 0.5f) {
-      *why = fmt::format("x * {} is not x / s for any float s (only a power of two is)", s->second);
+    c.approximated = std::frexp(s->second, &exp) != 0.5f;
+    if (c.approximated && !approximate) {
+      *why = fmt::format("x * {} is not x / s for any float s (only a power of two is; --approximate writes x / {:g})",
+                         s->second, 1.0f / s->second);
       return std::nullopt;
     }
     c.scale_value = 1.0f / s->second;  // exact for a power of two
@@ -119,13 +143,18 @@ std::optional<QuantizeChain> matchQuantize(ir::Node& cast, int64_t opset, std::s
   return c;
 }
 
-/// Rewrite: QuantizeLinear(x, s, zp:T) [-> Clip(lo:T, hi:T)] takes over the Cast's output.
-void lowerQuantize(ir::Graph& graph, const QuantizeChain& c) {
+/// Rewrite: QuantizeLinear(x, s, zp:T) [-> Clip(lo:T, hi:T)] takes over the Cast's output;
+/// without a Cast, [-> Cast(to=float)] takes over the Clip's (the integers stay floats).
+void lowerQuantize(ir::Graph& graph, const QuantizeChain& c, ir::Node& anchor) {
   ir::Value* s = c.scale ? c.scale : graph.addInitializer("scale", ir::makeFloatTensor({}, {c.scale_value}));
   ir::Value* zp = graph.addInitializer("zero_point", ir::makeIntTensor(c.type, {}, {c.zp}));
-  ir::Node* last = quantizeToRange(graph, c.cast, c.x, s, zp, c.type, std::nullopt, c.lo, c.hi);
-  c.cast->output(0)->setElemType(c.type);
-  replaceNode(graph, *c.cast, last);
+  ir::Node* last = quantizeToRange(graph, &anchor, c.x, s, zp, c.type, std::nullopt, c.lo, c.hi);
+  if (!c.cast) {
+    last = graph.createNode("Cast", "", {last->output(0)}, 1, &anchor);
+    setIntAttribute(*last, "to", onnx::TensorProto::FLOAT);
+  }
+  anchor.output(0)->setElemType(c.cast ? c.type : onnx::TensorProto::FLOAT);
+  replaceNode(graph, anchor, last);
 }
 
 struct DequantizeChain {
@@ -186,9 +215,12 @@ void lowerPrimitiveQdq(ir::Model& model, PassContext& ctx) {
   for (ir::Node* n : graph.nodeSnapshot()) {
     if (!graph.isAlive(n)) continue;
     std::string why;
-    if (n->is("Cast")) {
-      if (auto c = matchQuantize(*n, opset, &why)) {
-        lowerQuantize(graph, *c);
+    if (n->is("Cast") || n->is("Clip")) {
+      if (auto c = matchQuantize(*n, opset, ctx.options().approximate, &why)) {
+        if (c->approximated)
+          ctx.approximate(*n, fmt::format("quantizer x * {} written as QuantizeLinear(x, {:g}): a near-tie can round by one step",
+                                          1.0f / c->scale_value, c->scale_value));
+        lowerQuantize(graph, *c, *n);
         ctx.count("primitive quantize lowered");
       } else if (!why.empty()) {
         ctx.keep(*n, "quantizer left as primitive ops: " + why);
