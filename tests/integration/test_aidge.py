@@ -104,6 +104,18 @@ def aidge_outputs(g, xs):
     return got
 
 
+def differences(want, got) -> tuple[int, int]:
+    """(values that differ, values) between Aidge's int8 outputs and onnxruntime's: none by more
+    than one step."""
+    differ = total = 0
+    for w, g in zip(want, got):
+        assert g.dtype == np.int8
+        assert int(np.max(np.abs(g.astype(np.int32) - w.astype(np.int32)))) <= 1
+        differ += int(np.sum(g != w))
+        total += g.size
+    return differ, total
+
+
 def approximations(path: str) -> list[str]:
     props = {p.key: p.value for p in onnx.load(path).metadata_props}
     return props.get("qconv.approximations", "").splitlines()
@@ -141,12 +153,7 @@ def test_aidge_integer_export_matches_aidge(kind, export, mode, tmp_path):
             assert sum("rebuilt with absolute scales" in a for a in listed) == convs, listed
         if fmt == "qop":  # every conv reading a quantized input is fused
             assert op_counts(dst).get("QLinearConv", 0) == convs - (0 if rescale_inputs else 1)
-        differ = total = 0
-        for w, got in zip(want, outputs(session(dst), xs)):
-            assert got.dtype == np.int8
-            assert int(np.max(np.abs(got.astype(np.int32) - w.astype(np.int32)))) <= 1
-            differ += int(np.sum(got != w))
-            total += got.size
+        differ, total = differences(want, outputs(session(dst), xs))
         # Aidge's executor requantizes by multiplying with 1/S where its export writes
         # QuantizeLinear(acc, S), a division: the two can round apart on near-ties, by one step.
         assert differ <= max(1, total // 100), f"{differ} of {total} values differ from Aidge"
@@ -220,12 +227,7 @@ def test_aidge_expanded_export_matches_aidge(kind, tmp_path):
                 assert sum("written as QuantizeLinear" in a for a in listed) == convs + 1  # input and each conv
                 if fmt == "qop":
                     assert counts.get("QLinearConv", 0) == convs
-            differ = total = 0
-            for w, got in zip(want, outputs(session(dst), xs)):
-                assert got.dtype == np.int8
-                assert int(np.max(np.abs(got.astype(np.int32) - w.astype(np.int32)))) <= 1
-                differ += int(np.sum(got != w))
-                total += got.size
+            differ, total = differences(want, outputs(session(dst), xs))
             if mode == "exact" and kind == "two_convs":
                 assert differ == 0  # Aidge's executor and the export agree here: bit-identical
             assert differ <= max(1, total // 100), f"{differ} of {total} values differ from Aidge"
