@@ -46,6 +46,14 @@ inline ir::Node* quantizeToRange(ir::Graph& graph, ir::Node* before, ir::Value* 
   return clip;
 }
 
+/// Insert before `before`: Cast(v, to=float). The form integers held as floats (Vitis AI's
+/// quantizer output, Aidge's float form) take after a QuantizeLinear.
+inline ir::Node* castToFloat(ir::Graph& graph, ir::Value* v, ir::Node* before) {
+  ir::Node* cast = graph.createNode("Cast", "", {v}, 1, before);
+  setIntAttribute(*cast, "to", onnx::TensorProto::FLOAT);
+  return cast;
+}
+
 /// `replacement` takes over `old`'s single output (its name and readers) and `old`'s node name;
 /// `old` goes, and so do the inputs nobody reads any more (e.g. a QONNX bit-width constant).
 inline void replaceNode(ir::Graph& graph, ir::Node& old, ir::Node* replacement) {
@@ -72,6 +80,16 @@ void selectAndRewrite(ir::Graph& graph, PassContext& ctx, const char* op_type, c
     rewrite(graph, *group);
     ctx.count(counter);
   }
+}
+
+/// Replace the fake quantizer `n` (float in, float out) with QuantizeLinear(x, s, zp[, axis])
+/// [-> Clip(lo, hi)] -> DequantizeLinear(s, zp[, axis]); the DQ takes over n's output.
+inline void replaceWithQdq(ir::Graph& graph, ir::Node& n, ir::Value* s, ir::Value* zp, int32_t type, bool per_axis,
+                           int64_t axis, int64_t lo, int64_t hi) {
+  ir::Node* ints = quantizeToRange(graph, &n, n.input(0), s, zp, type, per_axis ? std::optional<int64_t>(axis) : std::nullopt, lo, hi);
+  ir::Node* dq = graph.createNode("DequantizeLinear", "", {ints->output(0), s, zp}, 1, &n);
+  if (per_axis) setIntAttribute(*dq, "axis", axis);
+  replaceNode(graph, n, dq);
 }
 
 }  // namespace qconv

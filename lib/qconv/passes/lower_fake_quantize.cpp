@@ -123,11 +123,7 @@ void toQdq(ir::Graph& g, ir::Node& n, const Uniform& u) {
   const std::vector<int64_t> dims = u.per_axis ? std::vector<int64_t>{c} : std::vector<int64_t>{};
   ir::Value* s = g.addInitializer("fq_scale", ir::makeFloatTensor(dims, u.per_axis ? u.scale : std::vector<float>{u.scale[0]}));
   ir::Value* zp = g.addInitializer("fq_zero_point", ir::makeIntTensor(u.type, dims, std::vector<int64_t>(u.per_axis ? c : 1, u.zero_point)));
-  const std::optional<int64_t> axis = u.per_axis ? std::optional<int64_t>(u.axis) : std::nullopt;
-  ir::Node* ints = quantizeToRange(g, &n, n.input(0), s, zp, u.type, axis, u.lo, u.hi);
-  ir::Node* dq = g.createNode("DequantizeLinear", "", {ints->output(0), s, zp}, 1, &n);
-  if (axis) setIntAttribute(*dq, "axis", *axis);
-  replaceNode(g, n, dq);
+  replaceWithQdq(g, n, s, zp, u.type, u.per_axis, u.axis, u.lo, u.hi);
 }
 
 }  // namespace

@@ -149,10 +149,7 @@ void lowerQuantize(ir::Graph& graph, const QuantizeChain& c, ir::Node& anchor) {
   ir::Value* s = c.scale ? c.scale : graph.addInitializer("scale", ir::makeFloatTensor({}, {c.scale_value}));
   ir::Value* zp = graph.addInitializer("zero_point", ir::makeIntTensor(c.type, {}, {c.zp}));
   ir::Node* last = quantizeToRange(graph, &anchor, c.x, s, zp, c.type, std::nullopt, c.lo, c.hi);
-  if (!c.cast) {
-    last = graph.createNode("Cast", "", {last->output(0)}, 1, &anchor);
-    setIntAttribute(*last, "to", onnx::TensorProto::FLOAT);
-  }
+  if (!c.cast) last = castToFloat(graph, last->output(0), &anchor);
   anchor.output(0)->setElemType(c.cast ? c.type : onnx::TensorProto::FLOAT);
   replaceNode(graph, anchor, last);
 }

@@ -119,11 +119,7 @@ void lowerQuant(ir::Graph& graph, ir::Node& n, const QuantSpec& q) {
   const int64_t count = static_cast<int64_t>(q.scale.size());
   ir::Value* zp = graph.addInitializer("zero_point", q.per_axis ? ir::makeIntTensor(q.type, {count}, std::vector<int64_t>(count, 0))
                                                                 : ir::makeIntTensor(q.type, {}, {0}));
-  const std::optional<int64_t> axis = q.per_axis ? std::optional<int64_t>(q.axis) : std::nullopt;
-  ir::Node* ints = quantizeToRange(graph, &n, n.input(0), s, zp, q.type, axis, q.lo, q.hi);
-  ir::Node* dq = graph.createNode("DequantizeLinear", "", {ints->output(0), s, zp}, 1, &n);
-  if (axis) setIntAttribute(*dq, "axis", *axis);
-  replaceNode(graph, n, dq);
+  replaceWithQdq(graph, n, s, zp, q.type, q.per_axis, q.axis, q.lo, q.hi);
 }
 
 }  // namespace

@@ -139,9 +139,7 @@ std::pair<ir::Value*, ir::Value*> floatParams(FloatEmitter& e, const VaiParams& 
 void quantizeToStandard(ir::Graph& g, ir::Node& n, const VaiParams& p, int32_t t) {
   auto [s, zp] = standardParams(g, p, t);
   ir::Node* ints = quantizeToRange(g, &n, n.input(0), s, zp, t, axisOf(p), p.valmin, p.valmax);
-  ir::Node* cast = g.createNode("Cast", "", {ints->output(0)}, 1, &n);
-  setIntAttribute(*cast, "to", onnx::TensorProto::FLOAT);
-  replaceNode(g, n, cast);
+  replaceNode(g, n, castToFloat(g, ints->output(0), &n));
 }
 
 void quantizeEmulated(ir::Graph& g, ir::Node& n, const VaiParams& p) {
