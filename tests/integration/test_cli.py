@@ -118,7 +118,7 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
     r = run_qconv("convert", quantized(CASE), str(tmp_path / "o.onnx"), "--format", "qop", "--dump")
     assert r.returncode == 0
     headers = [l for l in r.stdout.splitlines() if l.startswith("; IR after")]
-    assert headers == ["; IR after parse", "; IR after lower-contrib-qdq", "; IR after lower-vitis-qdq",
+    assert headers == ["; IR after parse", "; IR after fold-constants", "; IR after lower-contrib-qdq", "; IR after lower-vitis-qdq",
                        "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize", "; IR after lower-qgemm",
                        "; IR after fold-producers", "; IR after lower-primitive-qdq",
                        "; IR after lower-integer-ops", "; IR after pair-qdq",
@@ -139,7 +139,7 @@ def test_passes_lists_the_registry():
     import subprocess
     r = subprocess.run([qconv_bin(), "passes"], capture_output=True, text=True)
     assert r.returncode == 0
-    assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,lower-fake-quantize,lower-qgemm,"
+    assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,lower-fake-quantize,lower-qgemm,"
                                                      "fold-producers,lower-primitive-qdq,lower-integer-ops,pair-qdq") in r.stdout
 
 

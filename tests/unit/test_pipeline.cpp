@@ -49,12 +49,12 @@ TEST_CASE("the pass list: unknown names and an invalid order are usage errors") 
     FAIL("accepted an unknown pass");
   } catch (const qconv::Error& e) {
     REQUIRE(e.code() == qconv::ExitCode::Usage);
-    REQUIRE(std::string(e.what()).rfind("unknown pass 'fuse-everything' (passes: lower-contrib-qdq, lower-vitis-qdq, lower-qonnx-quant, lower-fake-quantize, lower-qgemm, fold-producers", 0) == 0);
+    REQUIRE(std::string(e.what()).rfind("unknown pass 'fuse-everything' (passes: fold-constants, lower-contrib-qdq, lower-vitis-qdq, lower-qonnx-quant, lower-fake-quantize, lower-qgemm, fold-producers", 0) == 0);
   }
   REQUIRE_THROWS_AS(qconv::PassManager({"pair-qdq", "fuse-qlinear-conv"}), qconv::Error);
-  REQUIRE(qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).passes().size() == 12);
+  REQUIRE(qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).passes().size() == 13);
   REQUIRE(qconv::pipelineFor(qconv::Format::Qdq) ==
-          std::vector<std::string>{"lower-contrib-qdq", "lower-vitis-qdq", "lower-qonnx-quant", "lower-fake-quantize",
+          std::vector<std::string>{"fold-constants", "lower-contrib-qdq", "lower-vitis-qdq", "lower-qonnx-quant", "lower-fake-quantize",
                                    "lower-qgemm", "fold-producers", "lower-primitive-qdq", "lower-integer-ops", "pair-qdq"});
 }
 
@@ -64,7 +64,7 @@ TEST_CASE("run converts, dumps after every pass and reports") {
   qconv::io::writeModelAtomically(b.proto(), d / "in.onnx");
   std::string err, dump;
   REQUIRE(convert(d / "in.onnx", d / "out.onnx", &err, &dump) == 0);
-  for (const char* stage : {"; IR after parse", "; IR after lower-contrib-qdq", "; IR after lower-qonnx-quant", "; IR after fold-producers",
+  for (const char* stage : {"; IR after parse", "; IR after fold-constants", "; IR after lower-contrib-qdq", "; IR after lower-qonnx-quant", "; IR after fold-producers",
                             "; IR after lower-primitive-qdq", "; IR after pair-qdq",
                             "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul",
                             "; IR after fix-bias-scale"})

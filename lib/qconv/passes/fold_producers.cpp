@@ -24,6 +24,7 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/const_eval.h"
+#include "qconv/passes/fold.h"
 #include "qconv/pipeline/pass.h"
 
 namespace qconv {
@@ -105,10 +106,12 @@ bool isFoldable(const ir::Node& n) {
 
 }  // namespace
 
-void foldProducers(ir::Model& model, PassContext& ctx) {
+void foldProducers(ir::Model& model, PassContext& ctx) { foldNodes(model, ctx, isFoldable); }
+
+void foldNodes(ir::Model& model, PassContext& ctx, bool (*accept)(const ir::Node&)) {
   ir::Graph& graph = model.graph;
   for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || !isFoldable(*n)) continue;  // (1)
+    if (!graph.isAlive(n) || !accept(*n) || !isFoldable(*n)) continue;  // (1)
     ir::Value* out = n->output(0);
     if (out->isGraphOutput() || out->hasImplicitUses() || out->uses().empty()) continue;  // (3)
     std::vector<eval::Tensor> inputs;
