@@ -16,9 +16,10 @@ between 21 and 28 for the types they use."""
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 import models
-from conftest import op_counts, outputs, run_qconv, session
+from conftest import op_counts, outputs, run_qconv, session, tie_inputs
 
 aidge_core = pytest.importorskip("aidge_core")
 
@@ -252,3 +253,56 @@ def test_an_integer_conv_qconv_cannot_rebuild_stops_the_conversion(tmp_path):
     assert errors == [f"qconv: error: {src}: {conv.name}: integer Conv not rebuilt (standard Conv takes no int8 input): "
                       "its bias is not a constant int32"]
     assert not dst.exists()
+
+
+def aidge_qop_model(path: str) -> None:
+    """The form of aidge-onnx 0.10.1's QLinearConv exporter (node_export/aidge_converters/
+    qlinearconv.py), written by hand because set_to_qop(qdq_needed=True) raises in
+    aidge-quantization 0.10.1: QuantizeLinear -> per-tensor QLinearConv (0-d scale and zero
+    point initializers named <node>_x_scale ...; weights from QuantizeLinear(float w, 1/SF);
+    an int32 bias Constant) -> DequantizeLinear, at opset 21."""
+    rng = np.random.default_rng(5)
+    sf = np.float32(53.0)  # Aidge's weight scaling factor: w_q = round(w * SF)
+    w = (rng.integers(-127, 128, (6, 3, 3, 3)) / sf).astype(np.float32)
+    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
+    inits = [numpy_helper.from_array(w, "w_f"), scalar("w_inv_sf", 1 / sf, TensorProto.FLOAT),
+             scalar("w_zp", 0, TensorProto.INT8), scalar("x_scale", 0.02, TensorProto.FLOAT),
+             scalar("x_zp", 0, TensorProto.INT8), scalar("conv_x_scale", 0.02, TensorProto.FLOAT),
+             scalar("conv_x_zero_point", 0, TensorProto.INT8), scalar("conv_w_scale", float(1 / sf), TensorProto.FLOAT),
+             scalar("conv_w_zero_point", 0, TensorProto.INT8), scalar("conv_y_scale", 0.05, TensorProto.FLOAT),
+             scalar("conv_y_zero_point", 0, TensorProto.INT8)]
+    bias = numpy_helper.from_array(rng.integers(-3000, 3000, 6).astype(np.int32), "b")
+    nodes = [helper.make_node("Constant", [], ["b_q"], value=bias),
+             helper.make_node("QuantizeLinear", ["w_f", "w_inv_sf", "w_zp"], ["w_q"], name="w_quantizer"),
+             helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zp"], ["x_q"], name="input_quantizer"),
+             helper.make_node("QLinearConv", ["x_q", "conv_x_scale", "conv_x_zero_point", "w_q", "conv_w_scale",
+                                              "conv_w_zero_point", "conv_y_scale", "conv_y_zero_point", "b_q"],
+                              ["y_q"], name="conv", dilations=[1, 1], group=1, kernel_shape=[3, 3],
+                              strides=[1, 1], pads=[1, 1, 1, 1]),
+             helper.make_node("DequantizeLinear", ["y_q", "conv_y_scale", "conv_y_zero_point"], ["y"],
+                              name="output_dequantizer")]
+    g = helper.make_graph(nodes, "aidge_qop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8, 8])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, path)
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qop"])
+def test_aidge_qlinearconv_export_form_is_kept_and_its_weights_folded(fmt, tmp_path):
+    src, dst = str(tmp_path / "aidge_qop.onnx"), str(tmp_path / f"out_{fmt}.onnx")
+    aidge_qop_model(src)
+    r = run_qconv("convert", src, dst, "--format", fmt, "-v")
+    assert r.returncode == 0, r.stderr
+    out = onnx.load(dst)
+    onnx.checker.check_model(out, full_check=True)
+    counts = op_counts(dst)
+    # the weight quantizer and the bias Constant become int8 / int32 initializers; the
+    # QLinearConv itself is standard ONNX and stays as it is
+    assert counts == {"QuantizeLinear": 1, "QLinearConv": 1, "DequantizeLinear": 1}, counts
+    kinds = {t.name: t.data_type for t in out.graph.initializer}
+    assert kinds["w_q"] == TensorProto.INT8 and kinds["b_q"] == TensorProto.INT32
+    xs = tie_inputs(11, 0.02, (1, 3, 8, 8), spread=100)
+    for got, want in zip(outputs(session(dst), xs), outputs(session(src), xs)):
+        np.testing.assert_array_equal(got, want)
