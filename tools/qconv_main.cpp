@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
                       "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
                       "refused, naming the node, when an operator changed in between")
       ->check(CLI::PositiveNumber);
+  convert->add_flag("--inline-data", options.inline_data,
+                    "write every tensor into the output model (when under 2 GB), even if the input keeps "
+                    "external data; by default such tensors go to OUT.data beside OUT");
   convert->add_flag("-q,--quiet", quiet, "print only warnings and errors");
   convert->add_flag("-v,--verbose", verbose, "print debug notes too");
 

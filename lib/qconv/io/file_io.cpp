@@ -67,6 +67,8 @@ bool hasExternalData(const onnx::ModelProto& model) {
 
 std::string checkModel(const onnx::ModelProto& model) {
   if (model.ir_version() > 8) return {};  // newer than Debian's checker (see docs/architecture.md)
+  // external data is checked by io::ExternalFiles, more strictly than this checker would
+  if (hasExternalData(model)) return {};
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {
@@ -77,39 +79,6 @@ std::string checkModel(const onnx::ModelProto& model) {
     return msg.empty() ? "rejected by the ONNX checker" : msg;
   }
   return {};
-}
-
-void writeModelAtomically(const onnx::ModelProto& model, const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (base.empty()) throw Error(ExitCode::Output, fmt::format("{}: output path names no file", path));
-  std::string tmp = dir + "/." + base + ".qconv-XXXXXX";
-  int fd = mkstemp(tmp.data());
-  if (fd < 0) throw Error(ExitCode::Output, fmt::format("{}: cannot create a file in '{}': {}", path, dir, sysError()));
-  auto fail = [&](const std::string& what) {
-    close(fd);
-    unlink(tmp.c_str());
-    throw Error(ExitCode::Output, fmt::format("{}: {}", path, what));
-  };
-  {
-    google::protobuf::io::FileOutputStream out(fd, 1 << 20);
-    if (!model.SerializeToZeroCopyStream(&out) || !out.Flush())
-      fail(fmt::format("cannot write: {}", out.GetErrno() ? std::strerror(out.GetErrno()) : "serialization failed"));
-  }
-  const mode_t mask = umask(0);
-  umask(mask);
-  if (fchmod(fd, 0666 & ~mask) != 0) fail(fmt::format("cannot set permissions: {}", sysError()));
-  if (fsync(fd) != 0) fail(fmt::format("cannot sync: {}", sysError()));
-  if (close(fd) != 0) {
-    unlink(tmp.c_str());
-    throw Error(ExitCode::Output, fmt::format("{}: cannot close: {}", path, sysError()));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = sysError();
-    unlink(tmp.c_str());
-    throw Error(ExitCode::Output, fmt::format("{}: cannot rename the temporary file into place: {}", path, err));
-  }
 }
 
 int64_t minIrVersionForOpset(int64_t opset) {

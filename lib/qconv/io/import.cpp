@@ -4,12 +4,14 @@
 // everything else stays in the shell ModelProto. Subgraph bodies (If/Loop/Scan attributes)
 // stay inside their node's proto; the outer values they read become implicit uses.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "qconv/diag.h"
+#include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
 
 namespace qconv::io {
@@ -56,6 +58,31 @@ std::string nodeLabel(const NodeProto& n, int index) {
   return n.name().empty() ? fmt::format("{} #{}", n.op_type(), index) : n.name();
 }
 
+/// Tensors inside a node's attributes (Constant values, subgraph initializers) stored as
+/// external data: checked like initializers, then read into raw_data (they are small, and a
+/// subgraph keeps its protos as they are).
+void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std::string& where) {
+  auto inlineOne = [&](onnx::TensorProto& t) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    files.resolve(t, where);
+    std::string bytes, why;
+    if (!ir::readExternalBytes(t, &bytes, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", where, why));
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.set_raw_data(std::move(bytes));
+  };
+  std::function<void(onnx::GraphProto&)> graph = [&](onnx::GraphProto& g) {
+    for (auto& t : *g.mutable_initializer()) inlineOne(t);
+    for (auto& sub : *g.mutable_node()) inlineAttributeTensors(sub, files, where);
+  };
+  for (auto& a : *n.mutable_attribute()) {
+    if (a.has_t()) inlineOne(*a.mutable_t());
+    for (auto& t : *a.mutable_tensors()) inlineOne(t);
+    if (a.has_g()) graph(*a.mutable_g());
+    for (auto& g : *a.mutable_graphs()) graph(g);
+  }
+}
+
 template <typename T>
 std::vector<T*> extractAll(google::protobuf::RepeatedPtrField<T>* field) {
   std::vector<T*> out(static_cast<size_t>(field->size()));
@@ -76,13 +103,12 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
   std::unordered_map<std::string, ir::Value*> byName;
   byName.reserve(static_cast<size_t>(g->node_size() * 2 + g->initializer_size() + g->input_size()));
 
+  auto files = std::make_shared<ExternalFiles>(path);
+  model.external_files = files;
   for (onnx::TensorProto* raw : extractAll(g->mutable_initializer())) {
     std::unique_ptr<onnx::TensorProto> t(raw);
     if (t->name().empty()) throw bad("an initializer has no name");
-    if (t->data_location() == onnx::TensorProto::EXTERNAL)
-      throw Error(ExitCode::Unsupported,
-                  fmt::format("{}: initializer '{}' is stored as external data, which qconv does not convert yet",
-                              path, t->name()));
+    if (t->data_location() == onnx::TensorProto::EXTERNAL) files->resolve(*t, fmt::format("initializer '{}'", t->name()));
     if (byName.count(t->name())) throw bad(fmt::format("initializer '{}' is defined twice", t->name()));
     ir::Value* v = graph.addValue(t->name());
     byName.emplace(t->name(), v);
@@ -90,6 +116,11 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
   }
   for (const auto& s : g->sparse_initializer()) {
     const std::string& name = s.values().name();
+    if (s.values().data_location() == onnx::TensorProto::EXTERNAL ||
+        s.indices().data_location() == onnx::TensorProto::EXTERNAL)
+      throw Error(ExitCode::Unsupported,
+                  fmt::format("{}: sparse initializer '{}' is stored as external data, which qconv does not read",
+                              path, name));
     if (byName.count(name)) throw bad(fmt::format("sparse initializer '{}' is defined twice", name));
     byName.emplace(name, graph.addOpaqueValue(name));
   }
@@ -116,6 +147,7 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
   int index = 0;
   for (auto& n : owned) {
     const std::string label = nodeLabel(*n, index++);
+    inlineAttributeTensors(*n, *files, fmt::format("node '{}' ({})", label, n->op_type()));
     auto resolve = [&](const std::string& name, const char* what) -> ir::Value* {
       auto it = byName.find(name);
       if (it != byName.end()) return it->second;

@@ -3,7 +3,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "qconv/ir/ir.h"
 
@@ -29,9 +32,24 @@ bool hasExternalData(const onnx::ModelProto& model);
 /// string when the model passes or is too new for this checker, else the checker's message.
 std::string checkModel(const onnx::ModelProto& model);
 
-/// Serialize to a temporary file beside `path`, then rename over it: never a partial file.
-/// Throws Error(Output) naming the file.
-void writeModelAtomically(const onnx::ModelProto& model, const std::string& path);
+struct WriteOptions {
+  /// Write tensors of at least kExternalThreshold bytes to `<output file name>.data` beside the
+  /// output (offsets aligned to kExternalAlignment); otherwise every tensor goes into the model
+  /// (refused when that passes protobuf's 2 GB limit).
+  bool external_data = false;
+  /// (device, inode) of files that must not be replaced: the input's data files.
+  std::vector<std::pair<uint64_t, uint64_t>> protected_files;
+};
+
+/// Serialize to temporary files beside `path` (the model, and its data file when tensors go
+/// external), then rename them into place: never a partial file, never a followed symlink,
+/// nothing written outside the output's folder. Resolved external tensors are copied range by
+/// range, never held whole. Throws Error(Output) naming the file, Error(Usage) when an output
+/// would replace one of `protected_files`, Error(Unsupported) when inlining passes 2 GB.
+void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options);
+
+/// writeModel with default options (everything inline): for tests and tools.
+inline void writeModelAtomically(onnx::ModelProto model, const std::string& path) { writeModel(model, path, {}); }
 
 /// Minimum IR version that a default-domain opset needs.
 int64_t minIrVersionForOpset(int64_t opset);

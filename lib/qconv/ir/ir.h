@@ -207,6 +207,9 @@ struct Model {
   onnx::ModelProto shell;
   Graph graph;
   std::string path;  // the file it was read from, for diagnostics
+  /// The open files external tensors read from (io::ExternalFiles); they stay open while the
+  /// model and the protos emitted from it are in use.
+  std::shared_ptr<void> external_files;
 };
 
 /// The model's default-domain ("" or "ai.onnx") opset version, 0 when it imports none.

@@ -1,5 +1,9 @@
 #include "qconv/ir/tensor.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <limits>
 
@@ -21,8 +25,6 @@ std::optional<int64_t> numElements(const TensorProto& t) {
 
 std::vector<int64_t> dimsOf(const TensorProto& t) { return {t.dims().begin(), t.dims().end()}; }
 
-namespace {
-
 size_t byteWidth(int32_t dt) {
   switch (dt) {
     case TensorProto::INT8:
@@ -42,19 +44,69 @@ size_t byteWidth(int32_t dt) {
   }
 }
 
-bool checkStorage(const TensorProto& t, int64_t* count, std::string* why) {
-  if (t.data_location() == TensorProto::EXTERNAL) {
-    *why = "tensor is stored as external data";
+bool externalSource(const TensorProto& t, int* fd, uint64_t* offset, uint64_t* length) {
+  if (t.data_location() != TensorProto::EXTERNAL) return false;
+  bool haveFd = false;
+  *offset = 0;
+  *length = 0;
+  for (const auto& e : t.external_data()) {
+    const std::string& v = e.value();
+    uint64_t x = 0;
+    if (std::from_chars(v.data(), v.data() + v.size(), x).ec != std::errc()) continue;
+    if (e.key() == kFdKey) {
+      *fd = static_cast<int>(x);
+      haveFd = true;
+    } else if (e.key() == "offset") {
+      *offset = x;
+    } else if (e.key() == "length") {
+      *length = x;
+    }
+  }
+  return haveFd;
+}
+
+bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* why) {
+  int fd = -1;
+  uint64_t offset = 0, length = 0;
+  if (!externalSource(t, &fd, &offset, &length)) {
+    *why = "tensor is stored as external data that was not resolved";
     return false;
   }
+  bytes->resize(length);
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t r = pread(fd, bytes->data() + done, length - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      *why = fmt::format("cannot read external data: {}", r < 0 ? std::strerror(errno) : "the file is shorter");
+      return false;
+    }
+    done += static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
+namespace {
+
+/// Element count and raw bytes (`raw` points at raw_data, or at `holder` for external data;
+/// nullptr when the values are in a typed field).
+bool checkStorage(const TensorProto& t, int64_t* count, const std::string** raw, std::string& holder,
+                  std::string* why) {
   auto n = numElements(t);
   if (!n) {
     *why = "tensor has invalid dims";
     return false;
   }
   *count = *n;
-  if (t.has_raw_data() && t.raw_data().size() != static_cast<size_t>(*n) * byteWidth(t.data_type())) {
-    *why = fmt::format("raw_data holds {} bytes, dims need {}", t.raw_data().size(),
+  *raw = nullptr;
+  if (t.data_location() == TensorProto::EXTERNAL) {
+    if (!readExternalBytes(t, &holder, why)) return false;
+    *raw = &holder;
+  } else if (t.has_raw_data()) {
+    *raw = &t.raw_data();
+  }
+  if (*raw && (*raw)->size() != static_cast<size_t>(*n) * byteWidth(t.data_type())) {
+    *why = fmt::format("raw data holds {} bytes, dims need {}", (*raw)->size(),
                        static_cast<size_t>(*n) * byteWidth(t.data_type()));
     return false;
   }
@@ -76,10 +128,12 @@ std::optional<std::vector<float>> readFloats(const TensorProto& t, std::string* 
     return std::nullopt;
   }
   int64_t n = 0;
-  if (!checkStorage(t, &n, why)) return std::nullopt;
+  const std::string* raw = nullptr;
+  std::string holder;
+  if (!checkStorage(t, &n, &raw, holder, why)) return std::nullopt;
   std::vector<float> out(static_cast<size_t>(n));
-  if (t.has_raw_data()) {
-    if (n) std::memcpy(out.data(), t.raw_data().data(), static_cast<size_t>(n) * sizeof(float));
+  if (raw) {
+    if (n) std::memcpy(out.data(), raw->data(), static_cast<size_t>(n) * sizeof(float));
   } else {
     if (t.float_data_size() != n) {
       *why = fmt::format("float_data holds {} values, dims need {}", t.float_data_size(), n);
@@ -97,10 +151,12 @@ std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* 
     return std::nullopt;
   }
   int64_t n = 0;
-  if (!checkStorage(t, &n, why)) return std::nullopt;
+  const std::string* raw = nullptr;
+  std::string holder;
+  if (!checkStorage(t, &n, &raw, holder, why)) return std::nullopt;
   std::vector<int64_t> out(static_cast<size_t>(n));
-  if (t.has_raw_data()) {
-    const std::string& r = t.raw_data();
+  if (raw) {
+    const std::string& r = *raw;
     for (int64_t i = 0; i < n; ++i) {
       switch (dt) {
         case TensorProto::INT8: out[i] = loadRaw<int8_t>(r, i); break;

@@ -37,4 +37,17 @@ bool isInt8Like(int32_t data_type);
 
 std::vector<int64_t> dimsOf(const onnx::TensorProto& t);
 
+/// Bytes per element of a fixed-width type; 0 for STRING and unknown types.
+size_t byteWidth(int32_t data_type);
+
+/// external_data key holding the descriptor of a resolved external tensor's open file
+/// (io::ExternalFiles writes it; nothing else may).
+inline constexpr const char* kFdKey = "qconv.fd";
+
+/// Where a resolved external tensor's bytes are. False when `t` is not one.
+bool externalSource(const onnx::TensorProto& t, int* fd, uint64_t* offset, uint64_t* length);
+
+/// Read a resolved external tensor's bytes (pread). False, with *why, otherwise.
+bool readExternalBytes(const onnx::TensorProto& t, std::string* bytes, std::string* why);
+
 }  // namespace qconv::ir

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "qconv/diag.h"
+#include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/redeclare_opset.h"
@@ -63,8 +64,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
 
   ir::Model model = pm.timeStage("parse", [&] {
     onnx::ModelProto proto = io::readModelFile(options.input);
-    // (external data is refused by importModel, before the checker looks for its files)
-    if (std::string why = io::hasExternalData(proto) ? "" : io::checkModel(proto); !why.empty())
+    if (std::string why = io::checkModel(proto); !why.empty())
       throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", options.input, why));
     return io::importModel(std::move(proto), options.input);
   });
@@ -72,6 +72,11 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   refuseForeignOps(model, ctx);
   if (options.opset) redeclareOpset(model, options.opset, options.input);
 
+  io::WriteOptions write;
+  if (auto files = std::static_pointer_cast<io::ExternalFiles>(model.external_files)) {
+    write.protected_files = files->identities();
+    write.external_data = !files->identities().empty() && !options.inline_data;
+  }
   onnx::ModelProto result = pm.timeStage("emit", [&] {
     onnx::ModelProto m = io::exportModel(model);
     if (!ctx.approximations().empty()) {
@@ -85,7 +90,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
       throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
     return m;
   });
-  pm.timeStage("write", [&] { io::writeModelAtomically(result, options.output); });
+  pm.timeStage("write", [&] { io::writeModel(result, options.output, write); });
   log.info("{}: {}", options.output, summary(ctx));
   if (options.time_passes)
     for (const auto& t : pm.timings()) fmt::print(err, "qconv: time: {:<20} {:9.2f} ms\n", t.name, t.milliseconds);

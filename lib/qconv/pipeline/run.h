@@ -20,6 +20,7 @@ struct ConvertOptions {
   bool time_passes = false;         // print each stage's time on `err`
   bool raise_weight_scale = false;  // see PassOptions
   bool approximate = false;         // see PassOptions
+  bool inline_data = false;          // write every tensor into the model, even if the input had external data
   int64_t opset = 0;                // declare this default-domain opset (0: keep the model's); see redeclare_opset.h
   int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
 };

@@ -1,0 +1,143 @@
+#include "qconv/io/external_data.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <limits>
+
+#include "qconv/diag.h"
+
+namespace qconv::io {
+
+namespace {
+
+/// A decimal external_data value: digits only, no sign, fits in 63 bits.
+bool parseDecimal(const std::string& s, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return std::from_chars(s.data(), s.data() + s.size(), *out).ec == std::errc() &&
+         *out <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+}
+
+std::vector<std::string> components(const std::string& location) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= location.size()) {
+    size_t slash = location.find('/', start);
+    if (slash == std::string::npos) slash = location.size();
+    std::string part = location.substr(start, slash - start);
+    if (!part.empty() && part != ".") parts.push_back(std::move(part));
+    start = slash + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(modelPath)) {}
+
+ExternalFiles::~ExternalFiles() {
+  for (auto& [_, fd] : fds_) close(fd);
+  if (dirfd_ >= 0) close(dirfd_);
+}
+
+int ExternalFiles::openBelowModelDir(const std::string& location, const std::string& where) {
+  auto bad = [&](const std::string& what) {
+    return Error(ExitCode::BadInput,
+                 fmt::format("{}: {}: external data location '{}' {}", modelPath_, where, location, what));
+  };
+  if (location.empty()) throw bad("is empty");
+  if (location.find('\0') != std::string::npos) throw bad("contains a NUL byte");
+  if (location.front() == '/') throw bad("is an absolute path; it must be relative to the model's folder");
+  const std::vector<std::string> parts = components(location);
+  for (const auto& p : parts)
+    if (p == "..") throw bad("contains '..'; it must stay inside the model's folder");
+  if (parts.empty()) throw bad("names no file");
+
+  if (dirfd_ < 0) {
+    const auto slash = modelPath_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : modelPath_.substr(0, slash + 1);
+    dirfd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd_ < 0) throw bad(fmt::format("cannot be read: cannot open the model's folder: {}", std::strerror(errno)));
+  }
+  // Walk down one component at a time, never following a symbolic link: nothing outside the
+  // model's folder can be reached.
+  int cur = dirfd_;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool last = i + 1 == parts.size();
+    const int flags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (last ? O_NONBLOCK : O_DIRECTORY);
+    const int fd = openat(cur, parts[i].c_str(), flags);
+    const int err = errno;
+    if (cur != dirfd_) close(cur);
+    if (fd < 0) {
+      if (err == ELOOP || (err == ENOTDIR && !last)) throw bad("is or passes through a symbolic link (or not a folder)");
+      throw bad(fmt::format("cannot be opened: {}", std::strerror(err)));
+    }
+    cur = fd;
+  }
+  struct stat st {};
+  if (fstat(cur, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(cur);
+    throw bad("is not a regular file");
+  }
+  if (st.st_nlink > 1) {
+    close(cur);
+    throw bad(fmt::format("has {} hard links; a data file must have one", st.st_nlink));
+  }
+  ids_.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  return cur;
+}
+
+void ExternalFiles::resolve(onnx::TensorProto& t, const std::string& where) {
+  auto bad = [&](const std::string& what) {
+    return Error(ExitCode::BadInput, fmt::format("{}: {}: external data {}", modelPath_, where, what));
+  };
+  std::string location;
+  uint64_t offset = 0, length = 0;
+  bool haveLocation = false, haveOffset = false, haveLength = false;
+  for (const auto& e : t.external_data()) {
+    const std::string& k = e.key();
+    bool* seen = k == "location" ? &haveLocation : k == "offset" ? &haveOffset : k == "length" ? &haveLength : nullptr;
+    if (!seen) continue;  // checksum and keys of other tools: not ours to interpret
+    if (*seen) throw bad(fmt::format("lists the key '{}' twice", k));
+    *seen = true;
+    if (k == "location") location = e.value();
+    else if (!parseDecimal(e.value(), k == "offset" ? &offset : &length))
+      throw bad(fmt::format("{} '{}' is not a non-negative decimal number", k, e.value()));
+  }
+  if (!haveLocation) throw bad("has no location");
+  const uint64_t width = ir::byteWidth(t.data_type());
+  if (width == 0) throw bad(fmt::format("of type {} is not supported", ir::typeName(t.data_type())));
+  const auto n = ir::numElements(t);
+  if (!n || static_cast<uint64_t>(*n) > std::numeric_limits<int64_t>::max() / width)
+    throw bad("belongs to a tensor with invalid or absurd dims");
+  const uint64_t need = static_cast<uint64_t>(*n) * width;
+  if (haveLength && length != need)
+    throw bad(fmt::format("length {} is not the {} bytes the tensor's type and dims need", length, need));
+
+  auto it = fds_.find(location);
+  if (it == fds_.end()) it = fds_.emplace(location, openBelowModelDir(location, where)).first;
+  struct stat st {};
+  if (fstat(it->second, &st) != 0) throw bad(fmt::format("file '{}' cannot be read: {}", location, std::strerror(errno)));
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (offset > size || need > size - offset)
+    throw bad(fmt::format("range [{}, {}) lies outside '{}' ({} bytes)", offset, offset + need, location, size));
+
+  t.clear_external_data();
+  auto add = [&](const char* k, const std::string& v) {
+    auto* e = t.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", location);
+  add("offset", std::to_string(offset));
+  add("length", std::to_string(need));
+  add(ir::kFdKey, std::to_string(it->second));
+}
+
+}  // namespace qconv::io

@@ -1,0 +1,203 @@
+// The write stage: temporary files beside the output, renamed into place.
+#include <fcntl.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <string>
+
+#include "qconv/diag.h"
+#include "qconv/io/external_data.h"
+#include "qconv/io/model_io.h"
+
+namespace qconv::io {
+
+namespace {
+
+std::string sysError() { return std::strerror(errno); }
+
+/// A file made by mkstemp (O_EXCL: never a followed link) that is removed unless committed.
+class TempFile {
+ public:
+  TempFile(const std::string& dir, const std::string& base, const std::string& target) : target_(target) {
+    path_ = dir + "/." + base + ".qconv-XXXXXX";
+    fd_ = mkstemp(path_.data());
+    if (fd_ < 0) throw Error(ExitCode::Output, fmt::format("{}: cannot create a file in '{}': {}", target, dir, sysError()));
+  }
+  ~TempFile() {
+    if (fd_ >= 0) close(fd_);
+    if (!committed_) unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  int fd() const { return fd_; }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw Error(ExitCode::Output, fmt::format("{}: {}", target_, what));
+  }
+  /// Permissions as a new file would get, flushed to disk, closed.
+  void finish() {
+    const mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd_, 0666 & ~mask) != 0) fail(fmt::format("cannot set permissions: {}", sysError()));
+    if (fsync(fd_) != 0) fail(fmt::format("cannot sync: {}", sysError()));
+    const int fd = fd_;
+    fd_ = -1;
+    if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
+  }
+  /// rename(2) replaces a directory entry (a symlink there is replaced, not followed).
+  void commit() {
+    if (rename(path_.c_str(), target_.c_str()) != 0)
+      fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
+    committed_ = true;
+  }
+
+ private:
+  std::string path_, target_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+void writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t w = pwrite(out.fd(), data + done, size - done, static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) out.fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no progress"));
+    done += static_cast<uint64_t>(w);
+  }
+}
+
+/// Copy [from, from + size) of `in` to `offset` of the data file: in the kernel where it can,
+/// else through a 1 MiB buffer. Never the whole tensor in memory.
+void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64_t offset) {
+  loff_t src = static_cast<loff_t>(from), dst = static_cast<loff_t>(offset);
+  uint64_t left = size;
+  while (left > 0) {
+    const ssize_t n = copy_file_range(in, &src, out.fd(), &dst, std::min<uint64_t>(left, 1u << 30), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // not supported here (or the input is short): the loop below says which
+    left -= static_cast<uint64_t>(n);
+  }
+  std::string buffer;
+  while (left > 0) {
+    buffer.resize(std::min<uint64_t>(left, 1u << 20));
+    const ssize_t r = pread(in, buffer.data(), buffer.size(), src);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) out.fail(fmt::format("cannot copy external data: {}", r < 0 ? sysError() : "the input data file is shorter"));
+    writeAll(out, buffer.data(), static_cast<uint64_t>(r), static_cast<uint64_t>(dst));
+    src += r;
+    dst += r;
+    left -= static_cast<uint64_t>(r);
+  }
+}
+
+void setExternal(onnx::TensorProto& t, const std::string& location, uint64_t offset, uint64_t length) {
+  t.clear_raw_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair<const char*, std::string>{"location", location}, {"offset", std::to_string(offset)},
+                      {"length", std::to_string(length)}}) {
+    auto* e = t.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+}
+
+/// Every tensor of at least kExternalThreshold bytes into the data file; false if none went.
+bool externalize(onnx::ModelProto& model, const std::string& location, const TempFile& data) {
+  uint64_t end = 0;
+  bool any = false;
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    int fd = -1;
+    uint64_t from = 0, size = 0;
+    const bool external = ir::externalSource(t, &fd, &from, &size);
+    if (!external) {
+      if (!t.has_raw_data() || t.raw_data().size() < kExternalThreshold) continue;
+      size = t.raw_data().size();
+    }
+    const uint64_t offset = (end + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
+    if (external) copyRange(fd, from, size, data, offset);
+    else writeAll(data, t.raw_data().data(), size, offset);
+    setExternal(t, location, offset, size);
+    end = offset + size;
+    any = true;
+  }
+  if (any && ftruncate(data.fd(), static_cast<off_t>(end)) != 0) data.fail(fmt::format("cannot size: {}", sysError()));
+  return any;
+}
+
+/// Read every resolved external tensor into raw_data, after checking the result fits.
+void inlineAll(onnx::ModelProto& model, const std::string& path) {
+  uint64_t total = model.ByteSizeLong();
+  for (const auto& t : model.graph().initializer()) {
+    int fd = -1;
+    uint64_t from = 0, size = 0;
+    if (ir::externalSource(t, &fd, &from, &size)) total += size + 16;
+  }
+  if (total > static_cast<uint64_t>(INT_MAX))
+    throw Error(ExitCode::Unsupported,
+                fmt::format("{}: with every tensor inline the model would be {} bytes, over protobuf's 2 GB limit; "
+                            "keep its external data (drop --inline-data)",
+                            path, total));
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    std::string bytes, why;
+    if (!ir::readExternalBytes(t, &bytes, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", path, why));
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+    t.set_raw_data(std::move(bytes));
+  }
+}
+
+void refuseProtected(const std::string& path, const WriteOptions& options) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return;
+  for (const auto& [dev, ino] : options.protected_files)
+    if (dev == static_cast<uint64_t>(st.st_dev) && ino == static_cast<uint64_t>(st.st_ino))
+      throw Error(ExitCode::Usage,
+                  fmt::format("{}: this file holds the input's external data; qconv never modifies its input", path));
+}
+
+}  // namespace
+
+void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty() || base == "." || base == "..")
+    throw Error(ExitCode::Output, fmt::format("{}: output path names no file", path));
+  const std::string dataName = base + ".data";
+  const std::string dataPath = dir + "/" + dataName;
+  refuseProtected(path, options);
+
+  std::unique_ptr<TempFile> data;
+  if (options.external_data) {
+    refuseProtected(dataPath, options);
+    data = std::make_unique<TempFile>(dir, dataName, dataPath);
+    if (!externalize(model, dataName, *data)) data.reset();
+  } else {
+    inlineAll(model, path);
+  }
+  if (model.ByteSizeLong() > static_cast<size_t>(INT_MAX))
+    throw Error(ExitCode::Unsupported,
+                fmt::format("{}: the model would be {} bytes, over protobuf's 2 GB limit", path, model.ByteSizeLong()));
+
+  TempFile out(dir, base, path);
+  {
+    google::protobuf::io::FileOutputStream stream(out.fd(), 1 << 20);
+    if (!model.SerializeToZeroCopyStream(&stream) || !stream.Flush())
+      out.fail(fmt::format("cannot write: {}",
+                           stream.GetErrno() ? std::strerror(stream.GetErrno()) : "serialization failed"));
+  }
+  if (data) data->finish();
+  out.finish();
+  if (data) data->commit();  // the data first: the model never names a file not yet there
+  out.commit();
+}
+
+}  // namespace qconv::io

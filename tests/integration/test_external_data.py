@@ -1,0 +1,200 @@
+"""External data (issue 4): read, convert and write models whose tensors live in files beside
+the model, and refuse every reference that escapes the model's folder.
+
+Judges: onnxruntime runs the outputs (external data and inline alike) against the input model;
+the >2 GB model is judged by a numpy twin of its QDQ formula."""
+import hashlib
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import ROOT, op_counts, outputs, qconv_bin, run_qconv, session
+
+EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
+
+
+def digest(*paths: str) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
+
+def save_external(model: onnx.ModelProto, folder, name="in.onnx", location="in.onnx.data", threshold=64) -> str:
+    path = os.path.join(folder, name)
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
+              size_threshold=threshold)
+    return path
+
+
+def inputs_for(path: str, n=4, seed=3):
+    sess = session(path)
+    shape = [d if isinstance(d, int) else 1 for d in sess.get_inputs()[0].shape]
+    rng = np.random.default_rng(seed)
+    return [rng.uniform(-2, 2, shape).astype(np.float32) for _ in range(n)]
+
+
+def external_entries(path: str):
+    m = onnx.load(path, load_external_data=False)
+    return [{e.key: e.value for e in t.external_data} for t in m.graph.initializer
+            if t.data_location == TensorProto.EXTERNAL]
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qop"])
+def test_external_data_in_external_data_out(fmt, tmp_path):
+    src = save_external(onnx.load(EXAMPLE), tmp_path)
+    before = digest(src, src + ".data")
+    out = str(tmp_path / "out" / "model.onnx")
+    os.mkdir(tmp_path / "out")
+    r = run_qconv("convert", src, out, "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    assert digest(src, src + ".data") == before  # the input is never modified
+    entries = external_entries(out)
+    assert entries and all(e["location"] == "model.onnx.data" for e in entries)
+    assert all(int(e["offset"]) % 4096 == 0 for e in entries)  # aligned for mmap
+    assert sorted(os.listdir(tmp_path / "out")) == ["model.onnx", "model.onnx.data"]  # no temporary left
+    onnx.checker.check_model(out, full_check=True)
+    # the same numbers as converting the inline model, and (qdq) as the input itself
+    inline = str(tmp_path / "inline.onnx")
+    assert run_qconv("convert", EXAMPLE, inline, "--format", fmt).returncode == 0
+    xs = inputs_for(EXAMPLE)
+    got = outputs(session(out), xs)
+    for a, b in zip(got, outputs(session(inline), xs)):
+        np.testing.assert_array_equal(a, b)
+    if fmt == "qdq":
+        for a, b in zip(got, outputs(session(src), xs)):
+            np.testing.assert_array_equal(a, b)
+    # deterministic: the same files again, byte for byte
+    again = str(tmp_path / "out" / "again.onnx")
+    assert run_qconv("convert", src, again, "--format", fmt).returncode == 0
+    assert digest(again + ".data") == digest(out + ".data")
+    m1, m2 = onnx.load(out, load_external_data=False), onnx.load(again, load_external_data=False)
+    for t in m2.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "model.onnx.data"
+    assert m1.SerializeToString() == m2.SerializeToString()
+
+
+def test_inline_data_writes_one_file(tmp_path):
+    src = save_external(onnx.load(EXAMPLE), tmp_path)
+    out = str(tmp_path / "out.onnx")
+    r = run_qconv("convert", src, out, "--format", "qop", "--inline-data")
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(out + ".data") and not external_entries(out)
+    inline = str(tmp_path / "inline.onnx")
+    assert run_qconv("convert", EXAMPLE, inline, "--format", "qop").returncode == 0
+    xs = inputs_for(EXAMPLE)
+    for a, b in zip(outputs(session(out), xs), outputs(session(inline), xs)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_output_over_the_inputs_data_file_is_refused(tmp_path):
+    # in.onnx keeps its tensors in out.onnx.data: writing out.onnx would replace them
+    src = save_external(onnx.load(EXAMPLE), tmp_path, location="out.onnx.data")
+    before = digest(src, str(tmp_path / "out.onnx.data"))
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qop")
+    assert r.returncode == 2, r.stderr
+    assert "out.onnx.data: this file holds the input's external data; qconv never modifies its input" in r.stderr
+    assert digest(src, str(tmp_path / "out.onnx.data")) == before
+    assert sorted(os.listdir(tmp_path)) == ["in.onnx", "out.onnx.data"]
+
+
+# --------------------------------------------------------------------------------------------
+# A model over 2 GB: nine 16384 x 16384 int8 weights (2.4 GB) behind DequantizeLinear -> MatMul
+# -> QuantizeLinear, written by hand (protobuf cannot hold it), converted to QLinearMatMul.
+
+K = N = 16384
+BRANCHES = 9
+SX, ZX, SW, SY, ZY = np.float32(2 / 255), 128, np.float32(0.01), np.float32(400 / 255), 128
+
+
+def big_model(folder) -> str:
+    rng = np.random.default_rng(42)
+    data_path = os.path.join(folder, "big.onnx.data")
+    inits, nodes, outs = [], [], []
+    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
+    inits += [scalar("sx", SX, TensorProto.FLOAT), scalar("zx", ZX, TensorProto.UINT8),
+              scalar("sw", SW, TensorProto.FLOAT), scalar("zw", 0, TensorProto.INT8),
+              scalar("sy", SY, TensorProto.FLOAT), scalar("zy", ZY, TensorProto.UINT8)]
+    nodes += [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
+              helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx")]
+    with open(data_path, "wb") as f:
+        for i in range(BRANCHES):
+            offset = f.tell()
+            w = rng.integers(-127, 128, (K, N), dtype=np.int8)
+            f.write(w.tobytes())
+            t = TensorProto(name=f"w{i}", data_type=TensorProto.INT8, dims=[K, N])
+            t.data_location = TensorProto.EXTERNAL
+            for k, v in [("location", "big.onnx.data"), ("offset", str(offset)), ("length", str(K * N))]:
+                t.external_data.add(key=k, value=v)
+            inits.append(t)
+            nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "sw", "zw"], [f"wd{i}"], name=f"dqw{i}"),
+                      helper.make_node("MatMul", ["xd", f"wd{i}"], [f"acc{i}"], name=f"matmul{i}"),
+                      helper.make_node("QuantizeLinear", [f"acc{i}", "sy", "zy"], [f"yq{i}"], name=f"qy{i}"),
+                      helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"y{i}"], name=f"dqy{i}")]
+            outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, N]))
+    g = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, K])], outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    path = os.path.join(folder, "big.onnx")
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    return path
+
+
+def twin(x: np.ndarray, data_path: str) -> list[np.ndarray]:
+    """The QDQ formula in numpy: the DQ'd input times each DQ'd weight (float64, exact here),
+    quantized to uint8 (ties to even) and dequantized."""
+    xq = np.clip(np.rint(x / SX) + ZX, 0, 255)
+    xd = ((xq - ZX) * SX).astype(np.float64)
+    ws = np.memmap(data_path, dtype=np.int8, mode="r")
+    out = []
+    for i in range(BRANCHES):
+        w = ws[i * K * N:(i + 1) * K * N].reshape(K, N)
+        acc = xd @ w.astype(np.float32) * np.float64(SW)
+        yq = np.clip(np.rint(acc / SY) + ZY, 0, 255)
+        out.append(((yq - ZY) * SY).astype(np.float32))
+    return out
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("big")
+    path = big_model(str(folder))
+    yield path
+    os.remove(path + ".data")  # 2.4 GB: pytest keeps its temporary folders
+
+
+def test_a_model_over_2gb_converts_and_runs(big, tmp_path):
+    size = os.path.getsize(big + ".data")
+    assert size > 2 ** 31
+    out = str(tmp_path / "big_qop.onnx")
+    # GNU time's peak RSS (a child forked from pytest itself would count pytest's pages)
+    proc = subprocess.run(["/usr/bin/time", "-f", "peak_kib=%M", qconv_bin(), "convert", big, out, "--format", "qop"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    peak_mib = int(proc.stderr.rsplit("peak_kib=", 1)[1]) / 1024
+    # tensor bytes are copied range by range, never held: far below the 2.4 GB of weights
+    assert peak_mib < 256, peak_mib
+    assert op_counts(out) == {"QuantizeLinear": 1, "QLinearMatMul": BRANCHES, "DequantizeLinear": BRANCHES}
+    assert os.path.getsize(out + ".data") >= size
+    x = np.random.default_rng(7).uniform(-1, 1, (1, K)).astype(np.float32)
+    got = session(out).run(None, {"x": x})
+    for g, want in zip(got, twin(x, big + ".data")):
+        # QLinearMatMul requantizes acc * (sx*sw/sy) in float: within one step of the formula
+        assert np.abs(g - want).max() <= SY * 1.001
+    os.remove(out + ".data")
+
+
+def test_a_model_over_2gb_cannot_be_inlined(big, tmp_path):
+    out = str(tmp_path / "inline.onnx")
+    r = run_qconv("convert", big, out, "--format", "qop", "--inline-data")
+    assert r.returncode == 4, r.stderr
+    assert "over protobuf's 2 GB limit; keep its external data (drop --inline-data)" in r.stderr
+    assert os.listdir(tmp_path) == []
