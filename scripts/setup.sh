@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything qconv needs on a fresh Debian machine, then build it.
-#   Debian packages: the compiler, CMake, Ninja and the libraries qconv links (only those).
+#   Debian packages: the compiler, CMake, Ninja and the libraries qconv links (only those);
+#   for the tests: time, strace (what a run opens), clang and its libFuzzer runtime (tests/fuzz).
 #   .venv/: the Python reference (onnx, onnxruntime, numpy, pytest) for tests and benchmarks.
 # Safe to run again: each step is skipped when already done. Usage: scripts/setup.sh [--no-venv]
 set -euo pipefail
@@ -8,7 +9,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 debs=(g++ cmake ninja-build pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev
-      libspdlog-dev libfmt-dev catch2 python3 python3-venv time)
+      libspdlog-dev libfmt-dev catch2 python3 python3-venv time strace clang libclang-rt-14-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

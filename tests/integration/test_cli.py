@@ -77,22 +77,6 @@ def test_unwritable_output_is_exit_5(quantized, tmp_path):
     assert "missing_dir" in error_line(r.stderr)
 
 
-def test_external_data_is_exit_4_without_output(tmp_path):
-    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
-                          [onnx.numpy_helper.from_array(np.ones(4, np.float32), "w")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 7
-    src = str(tmp_path / "in.onnx")
-    onnx.save(m, src, save_as_external_data=True, all_tensors_to_one_file=True, location="in.data",
-              size_threshold=0)
-    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qop")
-    assert r.returncode == UNSUPPORTED
-    assert "'w' is stored as external data" in error_line(r.stderr)
-    assert listing(tmp_path) == ["in.data", "in.onnx"]
-
-
 def test_output_over_input_is_refused_and_input_untouched(quantized, tmp_path):
     src = str(tmp_path / "in.onnx")
     with open(quantized(CASE), "rb") as f, open(src, "wb") as g:

@@ -68,7 +68,7 @@ TEST_CASE("a graph output nobody produces is refused") {
   REQUIRE(errorOf(b, qconv::ExitCode::BadInput).find("graph output 'ghost'") != std::string::npos);
 }
 
-TEST_CASE("external data is reported as unsupported, naming the tensor") {
+TEST_CASE("external data without a location is bad input, naming the tensor") {
   ModelBuilder b;
   b.input("x", TensorProto::FLOAT, {1});
   auto* t = b.graph().add_initializer();
@@ -78,7 +78,7 @@ TEST_CASE("external data is reported as unsupported, naming the tensor") {
   t->set_data_location(TensorProto::EXTERNAL);
   b.node("Add", {"x", "big_w"}, {"y"}, "add");
   b.output("y", TensorProto::FLOAT);
-  REQUIRE(errorOf(b, qconv::ExitCode::Unsupported).find("'big_w' is stored as external data") != std::string::npos);
+  REQUIRE(errorOf(b, qconv::ExitCode::BadInput).find("initializer 'big_w': external data has no location") != std::string::npos);
 }
 
 TEST_CASE("emit preserves what the IR does not interpret") {

@@ -52,7 +52,8 @@ onnx::ModelProto readModelFile(const std::string& path) {
   google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(f.data), static_cast<int>(f.size));
   in.SetRecursionLimit(256);
   if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    throw Error(ExitCode::BadInput, fmt::format("{}: not an ONNX model (protobuf parse failed)", path));
+    throw Error(ExitCode::BadInput, fmt::format("{}: not an ONNX model (protobuf parse failed: malformed, truncated, or nested deeper "
+                                            "than 256 levels)", path));
   if (!model.has_graph() || model.ir_version() <= 0)
     throw Error(ExitCode::BadInput,
                 fmt::format("{}: not an ONNX model (no graph or no ir_version)", path));

@@ -13,6 +13,7 @@
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
+#include "qconv/ir/tensor.h"
 
 namespace qconv::io {
 
@@ -109,6 +110,8 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
     std::unique_ptr<onnx::TensorProto> t(raw);
     if (t->name().empty()) throw bad("an initializer has no name");
     if (t->data_location() == onnx::TensorProto::EXTERNAL) files->resolve(*t, fmt::format("initializer '{}'", t->name()));
+    else if (std::string why = ir::storageProblem(*t); !why.empty())
+      throw bad(fmt::format("initializer '{}': {}", t->name(), why));
     if (byName.count(t->name())) throw bad(fmt::format("initializer '{}' is defined twice", t->name()));
     ir::Value* v = graph.addValue(t->name());
     byName.emplace(t->name(), v);

@@ -29,7 +29,11 @@ size_t byteWidth(int32_t dt) {
   switch (dt) {
     case TensorProto::INT8:
     case TensorProto::UINT8:
-    case TensorProto::BOOL: return 1;
+    case TensorProto::BOOL:
+    case 17:  // FLOAT8E4M3FN .. FLOAT8E5M2FNUZ (after Debian's ONNX 1.12 enum)
+    case 18:
+    case 19:
+    case 20: return 1;
     case TensorProto::INT16:
     case TensorProto::UINT16:
     case TensorProto::FLOAT16:
@@ -42,6 +46,33 @@ size_t byteWidth(int32_t dt) {
     case TensorProto::DOUBLE: return 8;
     default: return 0;
   }
+}
+
+std::string storageProblem(const TensorProto& t) {
+  for (int64_t d : t.dims())
+    if (d < 0) return fmt::format("dimension {} is negative", d);
+  const auto n = numElements(t);
+  if (!n) return "its dims multiply past 2^63 elements";
+  const size_t width = byteWidth(t.data_type());
+  if (t.data_location() == TensorProto::EXTERNAL || width == 0) return {};
+  const uint64_t count = static_cast<uint64_t>(*n);
+  if (t.has_raw_data()) {
+    if (count > t.raw_data().size() / width || t.raw_data().size() != count * width)
+      return fmt::format("raw data holds {} bytes, dims need {}", t.raw_data().size(),
+                         count <= std::numeric_limits<uint64_t>::max() / width ? fmt::format("{}", count * width) : "more");
+    return {};
+  }
+  uint64_t have = 0;
+  switch (t.data_type()) {
+    case TensorProto::FLOAT: have = static_cast<uint64_t>(t.float_data_size()); break;
+    case TensorProto::DOUBLE: have = static_cast<uint64_t>(t.double_data_size()); break;
+    case TensorProto::INT64: have = static_cast<uint64_t>(t.int64_data_size()); break;
+    case TensorProto::UINT32:
+    case TensorProto::UINT64: have = static_cast<uint64_t>(t.uint64_data_size()); break;
+    default: have = static_cast<uint64_t>(t.int32_data_size()); break;
+  }
+  if (have != count) return fmt::format("holds {} values, dims need {}", have, count);
+  return {};
 }
 
 bool externalSource(const TensorProto& t, int* fd, uint64_t* offset, uint64_t* length) {

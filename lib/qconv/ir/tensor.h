@@ -37,8 +37,13 @@ bool isInt8Like(int32_t data_type);
 
 std::vector<int64_t> dimsOf(const onnx::TensorProto& t);
 
-/// Bytes per element of a fixed-width type; 0 for STRING and unknown types.
+/// Bytes per element of a fixed-width type; 0 for STRING, packed and unknown types.
 size_t byteWidth(int32_t data_type);
+
+/// What is wrong with an inline tensor's storage: negative or overflowing dims, raw_data or a
+/// typed field holding another count than the dims need. Empty when nothing is (or the type
+/// is one whose storage qconv does not know).
+std::string storageProblem(const onnx::TensorProto& t);
 
 /// external_data key holding the descriptor of a resolved external tensor's open file
 /// (io::ExternalFiles writes it; nothing else may).

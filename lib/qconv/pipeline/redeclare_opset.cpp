@@ -101,8 +101,7 @@ std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi) {
 }  // namespace
 
 void redeclareOpset(ir::Model& model, int64_t target, const std::string& path) {
-  int64_t newest = 0;
-  for (const auto& v : kHistory) newest = std::max(newest, v.since);
+  const int64_t newest = newestKnownOpset();
   if (target < 1 || target > newest)
     throw Error(ExitCode::Usage, fmt::format("--opset {}: qconv knows the ai.onnx operators of opsets 1 to {}", target, newest));
   const int64_t declared = ir::defaultOpset(model);
@@ -116,6 +115,17 @@ void redeclareOpset(ir::Model& model, int64_t target, const std::string& path) {
   }
   for (auto& op : *model.shell.mutable_opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(target);
+}
+
+int64_t newestKnownOpset() {
+  int64_t newest = 0;
+  for (const auto& v : kHistory) newest = std::max(newest, v.since);
+  return newest;
+}
+
+bool isKnownOperator(const std::string& op, int64_t opset) {
+  return std::any_of(std::begin(kHistory), std::end(kHistory),
+                     [&](const OpVersion& v) { return op == v.op && v.since <= opset; });
 }
 
 }  // namespace qconv

@@ -20,6 +20,12 @@
 
 namespace qconv {
 
+/// The newest ai.onnx opset the operator history knows.
+int64_t newestKnownOpset();
+
+/// Whether ai.onnx has operator `op` at `opset` (a version at or before it).
+bool isKnownOperator(const std::string& op, int64_t opset);
+
 /// Throws Error(Unsupported) naming `path` and the first node that cannot move to `target`.
 void redeclareOpset(ir::Model& model, int64_t target, const std::string& path);
 

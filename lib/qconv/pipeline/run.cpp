@@ -11,6 +11,7 @@
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/redeclare_opset.h"
+#include "qconv/pipeline/validate.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -66,7 +67,9 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     onnx::ModelProto proto = io::readModelFile(options.input);
     if (std::string why = io::checkModel(proto); !why.empty())
       throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", options.input, why));
-    return io::importModel(std::move(proto), options.input);
+    ir::Model m = io::importModel(std::move(proto), options.input);
+    validateModel(m, options.input);
+    return m;
   });
   pm.run(model, ctx, options.dump ? &out : nullptr);
   refuseForeignOps(model, ctx);

@@ -1,0 +1,93 @@
+#include "qconv/pipeline/validate.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
+#include "qconv/pipeline/redeclare_opset.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+// (numbers: these types came after the ONNX 1.12 enum Debian has)
+bool isFloat8(int32_t t) { return t >= 17 && t <= 20; }
+bool isInt4(int32_t t) { return t == 21 || t == 22; }
+
+/// Dimension `axis` of `v` when its shape says it, else -1.
+int64_t knownDim(const ir::Value* v, int64_t axis) {
+  if (const auto* t = v->initializer()) return axis < t->dims_size() ? t->dims(static_cast<int>(axis)) : -1;
+  if (!v->info() || !v->info()->type().tensor_type().has_shape()) return -1;
+  const auto& shape = v->info()->type().tensor_type().shape();
+  if (axis >= shape.dim_size() || !shape.dim(static_cast<int>(axis)).has_dim_value()) return -1;
+  return shape.dim(static_cast<int>(axis)).dim_value();
+}
+
+void checkQuantParams(const ir::Node& n, const std::string& where) {
+  auto bad = [&](ExitCode code, const std::string& what) { return Error(code, fmt::format("{}: {}", where, what)); };
+  const ir::Value* scale = n.inputs().size() > 1 ? n.input(1) : nullptr;
+  const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
+  if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
+  std::string why;
+  auto s = ir::readFloats(*scale->initializer(), &why);
+  if (!s) {
+    if (scale->initializer()->data_type() == onnx::TensorProto::FLOAT) throw bad(ExitCode::BadInput, "scale: " + why);
+    return;  // float16 / bfloat16 scales: not read here
+  }
+  for (float f : *s) {
+    if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
+    if (f < 0.0f)
+      throw bad(ExitCode::Unsupported, fmt::format("scale {} is not positive and finite (qconv requires positive scales)", f));
+  }
+  const auto sdims = ir::dimsOf(*scale->initializer());
+  if (n.attrInt("block_size", 0) != 0) return;  // blocked quantization: shapes follow other rules
+  if (zp && zp->isConstant()) {
+    const int32_t zt = zp->initializer()->data_type();
+    if (!ir::isIntegerType(zt) && !isFloat8(zt) && !isInt4(zt))
+      throw bad(ExitCode::BadInput, fmt::format("zero point of type {} is not a quantized type", ir::typeName(zt)));
+    const auto zn = ir::numElements(*zp->initializer()), sn = ir::numElements(*scale->initializer());
+    if (zn != sn)  // (onnxruntime's quantizer writes shapes [] and [1] together: counts must agree)
+      throw bad(ExitCode::BadInput, fmt::format("scale has {} values and zero point {}", sn.value_or(-1), zn.value_or(-1)));
+    if (ir::isIntegerType(zt)) {
+      auto z = ir::readInts(*zp->initializer(), &why);
+      if (!z) throw bad(ExitCode::BadInput, "zero point: " + why);
+      for (int64_t v : *z)
+        if (zt == onnx::TensorProto::INT32 && v != 0)
+          throw bad(ExitCode::BadInput, fmt::format("zero point {} must be 0 for int32", v));
+    }
+  }
+  if (sdims.empty() || (sdims.size() == 1 && sdims[0] == 1)) return;  // per tensor
+  if (sdims.size() != 1) throw bad(ExitCode::BadInput, fmt::format("scale of rank {} needs block_size", sdims.size()));
+  const int64_t rank = knownRank(n.input(0));
+  int64_t axis = n.attrInt("axis", 1);
+  if (rank >= 0) {
+    if (axis < -rank || axis >= rank)
+      throw bad(ExitCode::BadInput, fmt::format("axis {} is outside the input's rank {}", axis, rank));
+    if (axis < 0) axis += rank;
+    const int64_t dim = knownDim(n.input(0), axis);
+    if (dim >= 0 && dim != sdims[0])
+      throw bad(ExitCode::BadInput,
+                fmt::format("per-axis scale has {} values, axis {} of the input has {}", sdims[0], axis, dim));
+  }
+}
+
+}  // namespace
+
+void validateModel(const ir::Model& model, const std::string& path) {
+  const int64_t opset = ir::defaultOpset(model);
+  if (opset > newestKnownOpset())
+    throw Error(ExitCode::Unsupported, fmt::format("{}: the model declares ai.onnx opset {}; qconv knows operators up to opset {}",
+                                                   path, opset, newestKnownOpset()));
+  for (const auto& n : model.graph.nodes()) {
+    const std::string where = fmt::format("{}: node '{}' ({})", path, n->label(), n->opType());
+    if (n->domain().empty() && !isKnownOperator(n->opType(), opset))
+      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset));
+    if (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear")
+      if (n->domain().empty() || n->domain() == "com.microsoft") checkQuantParams(*n, where);
+  }
+}
+
+}  // namespace qconv

@@ -1,0 +1,170 @@
+"""Hostile and broken inputs (issue 4): the committed corpus (tests/hostile/corpus, made by
+tests/hostile/make_corpus.py) and every external-data escape, built here on the file system.
+
+For each: the documented exit code, a short message (at most 3 lines) naming the file and the
+node or tensor, no crash, no output file, no temporary file left; for the escapes, strace shows
+that nothing outside the model's folder was opened."""
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import ROOT, qconv_bin, run_qconv
+
+CORPUS = os.path.join(ROOT, "tests", "hostile", "corpus")
+MANIFEST = json.load(open(os.path.join(CORPUS, "manifest.json")))
+
+
+def check_refusal(r, src: str, out_dir, code: int, message: str) -> None:
+    assert r.returncode == code, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert 1 <= len(lines) <= 3, r.stderr
+    assert lines[-1].startswith(f"qconv: error: {src}: "), r.stderr
+    assert message in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "terminate" not in r.stderr
+
+
+def test_the_corpus_has_25_kinds_or_more():
+    assert len(MANIFEST) >= 25
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_corpus_case(name, tmp_path):
+    src = str(tmp_path / f"{name}.onnx")
+    shutil.copy(os.path.join(CORPUS, f"{name}.onnx"), src)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    r = run_qconv("convert", src, str(out_dir / "out.onnx"), "--format", "qop")
+    check_refusal(r, src, out_dir, MANIFEST[name]["exit"], MANIFEST[name]["message"])
+    assert os.listdir(out_dir) == []  # no output, no temporary file
+
+
+# --------------------------------------------------------------------------------------------
+# External data escapes. The model's folder is tmp/model; a secret lies beside it in tmp/secret.
+
+def weight_model(entries: dict[str, str]) -> onnx.ModelProto:
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[16])
+    w.data_location = TensorProto.EXTERNAL
+    for k, v in entries.items():
+        w.external_data.add(key=k, value=v)
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
+def setup_escape(tmp_path, kind: str):
+    model_dir, secret_dir = tmp_path / "model", tmp_path / "secret"
+    model_dir.mkdir()
+    secret_dir.mkdir()
+    secret = secret_dir / "weights.bin"
+    secret.write_bytes(np.arange(16, dtype=np.float32).tobytes())
+    good = model_dir / "w.bin"
+    good.write_bytes(np.arange(16, dtype=np.float32).tobytes())
+    entries = {"location": "w.bin"}
+    if kind == "absolute":
+        entries = {"location": str(secret)}
+    elif kind == "dotdot":
+        entries = {"location": "../secret/weights.bin"}
+    elif kind == "dotdot_inside":
+        entries = {"location": "sub/../w.bin"}
+        (model_dir / "sub").mkdir()
+    elif kind == "symlink_file":
+        os.symlink(secret, model_dir / "link.bin")
+        entries = {"location": "link.bin"}
+    elif kind == "symlink_folder":
+        os.symlink(secret_dir, model_dir / "linkdir")
+        entries = {"location": "linkdir/weights.bin"}
+    elif kind == "hard_link":
+        os.link(secret, model_dir / "hard.bin")
+        entries = {"location": "hard.bin"}
+    elif kind == "missing_file":
+        entries = {"location": "nothing.bin"}
+    elif kind == "empty_location":
+        entries = {"location": ""}
+    elif kind == "no_location":
+        entries = {"offset": "0"}
+    elif kind == "offset_outside":
+        entries = {"location": "w.bin", "offset": "4096"}
+    elif kind == "length_mismatch":
+        entries = {"location": "w.bin", "length": "32"}
+    elif kind == "absurd_length":
+        entries = {"location": "w.bin", "length": "99999999999999999999"}
+    elif kind == "negative_offset":
+        entries = {"location": "w.bin", "offset": "-8"}
+    elif kind == "fifo":
+        os.mkfifo(model_dir / "pipe.bin")
+        entries = {"location": "pipe.bin"}
+    elif kind == "folder":
+        (model_dir / "dir.bin").mkdir()
+        entries = {"location": "dir.bin"}
+    m = weight_model(entries)
+    if kind == "duplicate_key":
+        m.graph.initializer[0].external_data.add(key="location", value="../secret/weights.bin")
+    src = model_dir / "in.onnx"
+    src.write_bytes(m.SerializeToString())
+    return str(src), str(secret_dir)
+
+
+ESCAPES = {
+    "absolute": "external data location '{secret}/weights.bin' is an absolute path",
+    "dotdot": "external data location '../secret/weights.bin' contains '..'",
+    "dotdot_inside": "external data location 'sub/../w.bin' contains '..'",
+    "symlink_file": "external data location 'link.bin' is or passes through a symbolic link",
+    "symlink_folder": "external data location 'linkdir/weights.bin' is or passes through a symbolic link",
+    "hard_link": "external data location 'hard.bin' has 2 hard links",
+    "missing_file": "external data location 'nothing.bin' cannot be opened: No such file or directory",
+    "empty_location": "external data location '' is empty",
+    "no_location": "external data has no location",
+    "offset_outside": "external data range [4096, 4160) lies outside 'w.bin' (64 bytes)",
+    "length_mismatch": "external data length 32 is not the 64 bytes the tensor's type and dims need",
+    "absurd_length": "external data length '99999999999999999999' is not a non-negative decimal number",
+    "negative_offset": "external data offset '-8' is not a non-negative decimal number",
+    "duplicate_key": "external data lists the key 'location' twice",
+    "fifo": "external data location 'pipe.bin' is not a regular file",
+    "folder": "external data location 'dir.bin' is not a regular file",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ESCAPES))
+def test_external_data_escape_is_refused_without_reading_outside(kind, tmp_path):
+    src, secret_dir = setup_escape(tmp_path, kind)
+    before = sorted(os.listdir(os.path.dirname(src)))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    trace = str(tmp_path / "trace")
+    r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-o", trace, qconv_bin(),
+                        "convert", src, str(out_dir / "out.onnx"), "--format", "qop"],
+                       capture_output=True, text=True, timeout=60)
+    check_refusal(r, src, out_dir, 3, "initializer 'w': " + ESCAPES[kind].format(secret=secret_dir))
+    assert os.listdir(out_dir) == []
+    with open(trace) as f:
+        opened = f.read()
+    assert "secret" not in opened, opened  # nothing outside the model's folder was opened
+    assert sorted(os.listdir(os.path.dirname(src))) == before  # nothing added beside the input
+
+
+def test_writing_never_follows_a_symlink_at_the_output(tmp_path):
+    """An output path that is a symlink to a file elsewhere: the link is replaced, its target
+    is not written; the data file beside the output is made the same way."""
+    target = tmp_path / "elsewhere.onnx"
+    target.write_bytes(b"keep me")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    os.symlink(target, out_dir / "out.onnx")
+    os.symlink(target, out_dir / "out.onnx.data")
+    src = str(tmp_path / "in.onnx")
+    onnx.save(onnx.load(os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")), src,
+              save_as_external_data=True, location="in.onnx.data", size_threshold=64)
+    r = run_qconv("convert", src, str(out_dir / "out.onnx"), "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    assert target.read_bytes() == b"keep me"
+    assert not os.path.islink(out_dir / "out.onnx") and not os.path.islink(out_dir / "out.onnx.data")
+    assert sorted(os.listdir(out_dir)) == ["out.onnx", "out.onnx.data"]
