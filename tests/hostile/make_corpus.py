@@ -144,9 +144,15 @@ def cases():
                               "node 'quant' (QuantizeLinear): axis 7 is outside the input's rank 4")
     c["int32_bias_overflow"] = (conv_qdq([5000.0, 1.0]).SerializeToString(), 4,
                                 "node 'conv_17' (QLinearConv): bias of output channel 0 is 5000 and does not fit int32")
+    c["nan_bias"] = (conv_qdq([float("nan"), 1.0]).SerializeToString(), 3,  # found by the fuzzer (UBSan)
+                     "node 'conv_17' (QLinearConv): bias of output channel 0 is nan")
     c["deeply_nested_subgraphs"] = (nested_if(400), 3, "nested deeper than 256 levels")
     m = model([helper.make_node("FooBar", ["x"], ["y"], name="foo")], [])
     c["unknown_operator"] = (m.SerializeToString(), 3, "node 'foo' (FooBar): not an ai.onnx operator at opset 21")
+    m = qdq()  # found by the fuzzer: initializers taken out before this one leaked (LeakSanitizer)
+    m.graph.initializer.add().CopyFrom(scalar("", 1.0))
+    m.graph.initializer.add().CopyFrom(scalar("later", 2.0))
+    c["unnamed_initializer"] = (m.SerializeToString(), 3, "an initializer has no name")
     m = qdq()
     m.graph.output[0].name = "ghost"
     c["dangling_graph_output"] = (m.SerializeToString(), 3, "graph output 'ghost'")

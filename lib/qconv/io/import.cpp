@@ -84,11 +84,12 @@ void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std:
   }
 }
 
+/// Take every element out of `field`, owned at once: an exception part-way leaks nothing.
 template <typename T>
-std::vector<T*> extractAll(google::protobuf::RepeatedPtrField<T>* field) {
-  std::vector<T*> out(static_cast<size_t>(field->size()));
-  if (!out.empty()) field->ExtractSubrange(0, field->size(), out.data());
-  return out;
+std::vector<std::unique_ptr<T>> extractAll(google::protobuf::RepeatedPtrField<T>* field) {
+  std::vector<T*> raw(static_cast<size_t>(field->size()));
+  if (!raw.empty()) field->ExtractSubrange(0, field->size(), raw.data());
+  return {raw.begin(), raw.end()};
 }
 
 }  // namespace
@@ -106,8 +107,7 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
 
   auto files = std::make_shared<ExternalFiles>(path);
   model.external_files = files;
-  for (onnx::TensorProto* raw : extractAll(g->mutable_initializer())) {
-    std::unique_ptr<onnx::TensorProto> t(raw);
+  for (auto& t : extractAll(g->mutable_initializer())) {
     if (t->name().empty()) throw bad("an initializer has no name");
     if (t->data_location() == onnx::TensorProto::EXTERNAL) files->resolve(*t, fmt::format("initializer '{}'", t->name()));
     else if (std::string why = ir::storageProblem(*t); !why.empty())
@@ -129,8 +129,7 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
   }
 
   std::set<std::string> seenInputs;
-  for (onnx::ValueInfoProto* raw : extractAll(g->mutable_input())) {
-    std::unique_ptr<onnx::ValueInfoProto> info(raw);
+  for (auto& info : extractAll(g->mutable_input())) {
     if (info->name().empty()) throw bad("a graph input has no name");
     if (!seenInputs.insert(info->name()).second)
       throw bad(fmt::format("graph input '{}' is listed twice", info->name()));
@@ -140,8 +139,7 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
     graph.setInfo(v, std::move(info), false);
   }
 
-  std::vector<NodeProto*> nodes = extractAll(g->mutable_node());
-  std::vector<std::unique_ptr<NodeProto>> owned(nodes.begin(), nodes.end());
+  std::vector<std::unique_ptr<NodeProto>> owned = extractAll(g->mutable_node());
   // Names every node defines, to tell "defined later" (out of order) from "never defined".
   std::unordered_set<std::string> producedAnywhere;
   for (const auto& n : owned)
@@ -191,8 +189,7 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
     n.reset();
   }
 
-  for (onnx::ValueInfoProto* raw : extractAll(g->mutable_output())) {
-    std::unique_ptr<onnx::ValueInfoProto> info(raw);
+  for (auto& info : extractAll(g->mutable_output())) {
     auto it = byName.find(info->name());
     if (it == byName.end())
       throw bad(fmt::format("graph output '{}' is not produced by any node, initializer or graph input",
@@ -203,14 +200,14 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
 
   // value_info for known values moves onto them; entries naming nothing stay in the shell.
   auto* vi = g->mutable_value_info();
-  std::vector<onnx::ValueInfoProto*> infos = extractAll(vi);
-  for (onnx::ValueInfoProto* raw : infos) {
-    auto it = byName.find(raw->name());
+  std::vector<std::unique_ptr<onnx::ValueInfoProto>> infos = extractAll(vi);
+  for (auto& info : infos) {
+    auto it = byName.find(info->name());
     if (it == byName.end() || it->second->info()) {
-      vi->AddAllocated(raw);
+      vi->AddAllocated(info.release());
       continue;
     }
-    graph.setInfo(it->second, std::unique_ptr<onnx::ValueInfoProto>(raw), true);
+    graph.setInfo(it->second, std::move(info), true);
   }
   return model;
 }

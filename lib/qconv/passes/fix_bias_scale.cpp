@@ -152,6 +152,10 @@ void fixBiasScale(ir::Model& model, PassContext& ctx) {
       ctx.count("bias kept at x_scale*w_scale");
       continue;
     }
+    for (int64_t c = 0; c < ops.m; ++c)  // found by the fuzzer: a NaN bias reached an int cast
+      if (!std::isfinite(ops.bias[c]))
+        throw Error(ExitCode::BadInput, fmt::format("{}: node '{}' (QLinearConv): bias of output channel {} is {}",
+                                                    ctx.path(), n->label(), c, ops.bias[c]));
     std::vector<int64_t> overflow;
     for (int64_t c = 0; c < ops.m; ++c) {
       const double q = requantized(ops.bias[c], ops.x_scale, ops.w_scale[c]);

@@ -165,7 +165,8 @@ ir::Value* integersBehind(const ir::Value* q) {
 void lowerDequantize(ir::Graph& g, ir::Node& n, const VaiParams& p, PassContext& ctx) {
   if (ir::Value* ints = integersBehind(n.input(0))) {
     const int32_t t = ints->elemType();
-    auto [a, b] = ir::intRange(t);
+    const auto range = ir::intRange(t);
+    const int64_t a = range.first, b = range.second;  // (a lambda cannot capture a structured binding in C++17)
     if (std::all_of(p.zero_point.begin(), p.zero_point.end(), [&](float z) { return z == std::nearbyint(z) && z >= a && z <= b; })) {
       auto [s, zp] = standardParams(g, p, t);
       ir::Node* dq = g.createNode("DequantizeLinear", "", {ints, s, zp}, 1, &n);

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Fuzz parse + every pass + emit with libFuzzer (clang, ASan, UBSan) for a bounded time,
+# seeded from test_data/ and the hostile corpus. Usage: scripts/fuzz.sh [seconds, default 60]
+# Prints libFuzzer's execution count; a crash leaves crash-* in build-fuzz/artifacts/ and
+# exits non-zero (each one found becomes a case in tests/hostile/make_corpus.py).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+seconds="${1:-60}"
+scripts/setup.sh --no-venv
+if [ ! -f build-fuzz/build.ninja ]; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DQCONV_FUZZ=ON -DQCONV_SANITIZE=address,undefined -DQCONV_BUILD_TESTS=OFF -DQCONV_BUILD_BENCH=OFF >/dev/null
+fi
+cmake --build build-fuzz --target fuzz_convert -- -j"$(nproc)" >/dev/null || cmake --build build-fuzz --target fuzz_convert
+mkdir -p build-fuzz/corpus build-fuzz/artifacts
+seeds=$(find test_data tests/hostile/corpus -name '*.onnx' -size -1024k | sort)
+echo "== fuzzing for ${seconds}s, seeds: $(echo "$seeds" | wc -l) models"
+mkdir -p build-fuzz/seeds && cp $seeds build-fuzz/seeds/ 2>/dev/null || true
+start=$(date +%s)
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  build-fuzz/fuzz_convert -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
+  -artifact_prefix=build-fuzz/artifacts/ build-fuzz/corpus build-fuzz/seeds 2>build-fuzz/fuzz.log \
+  || { tail -60 build-fuzz/fuzz.log; exit 1; }
+grep -E "stat::number_of_executed_units|stat::peak_rss_mb|INITED|DONE" build-fuzz/fuzz.log | sed 's/^/fuzz: /'
+echo "fuzz: no crash in $(( $(date +%s) - start ))s"
