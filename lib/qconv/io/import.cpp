@@ -66,11 +66,7 @@ void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std:
   auto inlineOne = [&](onnx::TensorProto& t) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
     files.resolve(t, where);
-    std::string bytes, why;
-    if (!ir::readExternalBytes(t, &bytes, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", where, why));
-    t.clear_external_data();
-    t.set_data_location(onnx::TensorProto::DEFAULT);
-    t.set_raw_data(std::move(bytes));
+    if (std::string why; !ir::loadExternal(t, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", where, why));
   };
   std::function<void(onnx::GraphProto&)> graph = [&](onnx::GraphProto& g) {
     for (auto& t : *g.mutable_initializer()) inlineOne(t);

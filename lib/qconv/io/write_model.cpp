@@ -146,11 +146,7 @@ void inlineAll(onnx::ModelProto& model, const std::string& path) {
                             path, total));
   for (auto& t : *model.mutable_graph()->mutable_initializer()) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
-    std::string bytes, why;
-    if (!ir::readExternalBytes(t, &bytes, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", path, why));
-    t.clear_external_data();
-    t.set_data_location(onnx::TensorProto::DEFAULT);
-    t.set_raw_data(std::move(bytes));
+    if (std::string why; !ir::loadExternal(t, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", path, why));
   }
 }
 

@@ -117,6 +117,15 @@ bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* wh
   return true;
 }
 
+bool loadExternal(TensorProto& t, std::string* why) {
+  std::string bytes;
+  if (!readExternalBytes(t, &bytes, why)) return false;
+  t.clear_external_data();
+  t.set_data_location(TensorProto::DEFAULT);
+  t.set_raw_data(std::move(bytes));
+  return true;
+}
+
 namespace {
 
 /// Element count and raw bytes (`raw` points at raw_data, or at `holder` for external data;

@@ -55,4 +55,8 @@ bool externalSource(const onnx::TensorProto& t, int* fd, uint64_t* offset, uint6
 /// Read a resolved external tensor's bytes (pread). False, with *why, otherwise.
 bool readExternalBytes(const onnx::TensorProto& t, std::string* bytes, std::string* why);
 
+/// Make a resolved external tensor an inline one (its bytes read into raw_data). False, with
+/// *why, when they cannot be read.
+bool loadExternal(onnx::TensorProto& t, std::string* why);
+
 }  // namespace qconv::ir
