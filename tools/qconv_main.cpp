@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   convert->add_flag("--inline-data", options.inline_data,
                     "write every tensor into the output model (when under 2 GB), even if the input keeps "
                     "external data; by default such tensors go to OUT.data beside OUT");
+  convert->add_flag("--fsync", options.fsync,
+                    "flush the output to disk before renaming it into place, so that it survives a power loss "
+                    "(the write is atomic either way)");
   convert->add_flag("-q,--quiet", quiet, "print only warnings and errors");
   convert->add_flag("-v,--verbose", verbose, "print debug notes too");
 

@@ -3,6 +3,10 @@ no partial output, untouched input, deterministic output, --dump, and refusals t
 correct model behind."""
 import hashlib
 import os
+import re
+import resource
+import signal
+import subprocess
 
 import numpy as np
 import onnx
@@ -177,3 +181,85 @@ def test_bundled_example_converts_and_matches_onnxruntime(tmp_path):
     xs = models.sample_inputs(models.small_cnn(), 4, seed=11)
     want, got = outputs(session(src, "extended"), xs), outputs(session(dst, "disable"), xs)
     assert max_abs_diff(want, got) <= output_step(src) * 1.0001
+
+
+EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
+
+
+def external_copy(tmp_path) -> str:
+    """The bundled example with its tensors in external data, in a folder of its own."""
+    d = tmp_path / "in"
+    d.mkdir()
+    src = str(d / "in.onnx")
+    onnx.save(onnx.load(EXAMPLE), src, save_as_external_data=True, location="in.onnx.data", size_threshold=64)
+    return src
+
+
+def traced(tmp_path, calls: str, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    trace = str(tmp_path / "trace")
+    r = subprocess.run(["strace", "-f", "-qq", "-e", f"trace={calls}", "-o", trace, qconv_bin(), *args],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})  # LeakSanitizer cannot run under ptrace
+    with open(trace) as f:
+        return r, [line.split(None, 1)[1] if line[0].isdigit() else line for line in f.read().splitlines()]
+
+
+def synced_paths(trace: list[str]) -> list[str]:
+    """The path behind each fsync'd descriptor, in call order (from the openat that returned it)."""
+    opened, synced = {}, []
+    for line in trace:
+        if m := re.match(r'openat\(AT_FDCWD, "([^"]+)", .*\) = (\d+)$', line):
+            opened[m.group(2)] = m.group(1)
+        elif m := re.match(r"fsync\((\d+)\)", line):
+            synced.append(opened[m.group(1)])
+    return synced
+
+
+def test_fsync_flushes_the_files_before_renaming_them_and_the_folder_after(tmp_path):
+    src = external_copy(tmp_path)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = str(out_dir / "out.onnx")
+    r, trace = traced(tmp_path, "openat,fsync,rename", "convert", src, out, "--format", "qop", "--fsync")
+    assert r.returncode == 0, r.stderr
+    synced = synced_paths(trace)
+    renames = [i for i, line in enumerate(trace) if line.startswith("rename(")]
+    syncs = [i for i, line in enumerate(trace) if line.startswith("fsync(")]
+    assert len(renames) == 2 and len(syncs) == 3, trace
+    assert [os.path.basename(p).split(".qconv-")[0] for p in synced[:2]] == [".out.onnx.data", ".out.onnx"]
+    assert synced[2] == str(out_dir)
+    assert syncs[1] < renames[0] and renames[1] < syncs[2]  # files flushed before the renames, folder after
+    with open(out, "rb") as f:
+        durable = f.read()
+
+    # without the flag: no fsync at all, and the same bytes
+    r, trace = traced(tmp_path, "openat,fsync,rename", "convert", src, out, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    assert synced_paths(trace) == []
+    with open(out, "rb") as f:
+        assert f.read() == durable
+    assert listing(out_dir) == ["out.onnx", "out.onnx.data"]
+
+
+def limit_file_size(limit: int):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal; kept across exec
+    return apply
+
+
+@pytest.mark.parametrize("external", [False, True], ids=["model", "data-file"])
+def test_output_that_cannot_fit_fails_before_writing_and_leaves_nothing(tmp_path, external):
+    """The output's size is reserved (fallocate) before anything is written: a file that cannot
+    be that large fails at once, exit 5, naming the file, with no temporary file left."""
+    src = external_copy(tmp_path) if external else EXAMPLE
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out = str(out_dir / "out.onnx")
+    r = subprocess.run([qconv_bin(), "convert", src, out, "--format", "qop"], capture_output=True, text=True,
+                       timeout=60, preexec_fn=limit_file_size(1024))
+    assert r.returncode == OUTPUT, r.stderr
+    target = out + ".data" if external else out
+    assert re.fullmatch(rf"qconv: error: {re.escape(target)}: cannot allocate \d+ bytes: File too large",
+                        error_line(r.stderr)), r.stderr
+    assert listing(out_dir) == []

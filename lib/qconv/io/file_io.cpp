@@ -2,6 +2,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -80,6 +81,11 @@ std::string checkModel(const onnx::ModelProto& model) {
     return msg.empty() ? "rejected by the ONNX checker" : msg;
   }
   return {};
+}
+
+void loadCheckerSchemas() {
+  // the registry fills itself, once and thread-safely, on its first lookup
+  (void)onnx::OpSchemaRegistry::Schema("Conv", 1, onnx::ONNX_DOMAIN);
 }
 
 int64_t minIrVersionForOpset(int64_t opset) {

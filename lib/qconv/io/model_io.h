@@ -32,6 +32,11 @@ bool hasExternalData(const onnx::ModelProto& model);
 /// string when the model passes or is too new for this checker, else the checker's message.
 std::string checkModel(const onnx::ModelProto& model);
 
+/// Register the ONNX operator schemas the checker reads. libonnx does it on the checker's first
+/// call, and it is the checker's whole cost (about 10 ms); calling this first, on another
+/// thread while the model is read, takes it off the critical path. Safe to call from any thread.
+void loadCheckerSchemas();
+
 struct WriteOptions {
   /// Write tensors of at least kExternalThreshold bytes to `<output file name>.data` beside the
   /// output (offsets aligned to kExternalAlignment); otherwise every tensor goes into the model
@@ -39,6 +44,10 @@ struct WriteOptions {
   bool external_data = false;
   /// (device, inode) of files that must not be replaced: the input's data files.
   std::vector<std::pair<uint64_t, uint64_t>> protected_files;
+  /// Flush the files to disk before renaming them into place, and the folder after: the result
+  /// then survives a power loss too. Without it the write is still atomic for every reader and
+  /// against the process dying (temporary file + rename), as onnx.save and onnxruntime are not.
+  bool durable = false;
 };
 
 /// Serialize to temporary files beside `path` (the model, and its data file when tensors go

@@ -39,15 +39,23 @@ class TempFile {
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(ExitCode::Output, fmt::format("{}: {}", target_, what));
   }
-  /// Permissions as a new file would get, flushed to disk, closed.
-  void finish() {
+  /// Permissions as a new file would get, flushed to disk if `durable`, closed.
+  void finish(bool durable) {
     const mode_t mask = umask(0);
     umask(mask);
     if (fchmod(fd_, 0666 & ~mask) != 0) fail(fmt::format("cannot set permissions: {}", sysError()));
-    if (fsync(fd_) != 0) fail(fmt::format("cannot sync: {}", sysError()));
+    if (durable && fsync(fd_) != 0) fail(fmt::format("cannot sync: {}", sysError()));
     const int fd = fd_;
     fd_ = -1;
     if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
+  }
+  /// Allocate the file's blocks before writing: a full disk fails here, before any work, and
+  /// ext4 then has no delayed allocation to flush when the file is renamed over an old one.
+  void reserve(uint64_t size) {
+    if (size == 0) return;
+    // a file system without fallocate (EOPNOTSUPP) just allocates as it writes
+    if (fallocate(fd_, 0, 0, static_cast<off_t>(size)) != 0 && errno != EOPNOTSUPP && errno != ENOSYS)
+      fail(fmt::format("cannot allocate {} bytes: {}", size, sysError()));
   }
   /// rename(2) replaces a directory entry (a symlink there is replaced, not followed).
   void commit() {
@@ -108,27 +116,41 @@ void setExternal(onnx::TensorProto& t, const std::string& location, uint64_t off
   }
 }
 
+/// Where a tensor's bytes are when they go to the data file: an input data file (fd, from) or
+/// its raw_data (fd -1). False for a tensor that stays in the model.
+bool externalBytes(const onnx::TensorProto& t, int* fd, uint64_t* from, uint64_t* size) {
+  *fd = -1;
+  if (ir::externalSource(t, fd, from, size)) return true;
+  if (!t.has_raw_data() || t.raw_data().size() < kExternalThreshold) return false;
+  *size = t.raw_data().size();
+  return true;
+}
+
+uint64_t aligned(uint64_t end) { return (end + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment; }
+
 /// Every tensor of at least kExternalThreshold bytes into the data file; false if none went.
-bool externalize(onnx::ModelProto& model, const std::string& location, const TempFile& data) {
+bool externalize(onnx::ModelProto& model, const std::string& location, TempFile& data) {
+  auto& tensors = *model.mutable_graph()->mutable_initializer();
   uint64_t end = 0;
-  bool any = false;
-  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+  for (const auto& t : tensors) {
     int fd = -1;
     uint64_t from = 0, size = 0;
-    const bool external = ir::externalSource(t, &fd, &from, &size);
-    if (!external) {
-      if (!t.has_raw_data() || t.raw_data().size() < kExternalThreshold) continue;
-      size = t.raw_data().size();
-    }
-    const uint64_t offset = (end + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
-    if (external) copyRange(fd, from, size, data, offset);
+    if (externalBytes(t, &fd, &from, &size)) end = aligned(end) + size;
+  }
+  if (end == 0) return false;
+  data.reserve(end);
+  end = 0;
+  for (auto& t : tensors) {
+    int fd = -1;
+    uint64_t from = 0, size = 0;
+    if (!externalBytes(t, &fd, &from, &size)) continue;
+    const uint64_t offset = aligned(end);
+    if (fd >= 0) copyRange(fd, from, size, data, offset);
     else writeAll(data, t.raw_data().data(), size, offset);
     setExternal(t, location, offset, size);
     end = offset + size;
-    any = true;
   }
-  if (any && ftruncate(data.fd(), static_cast<off_t>(end)) != 0) data.fail(fmt::format("cannot size: {}", sysError()));
-  return any;
+  return true;
 }
 
 /// Read every resolved external tensor into raw_data, after checking the result fits.
@@ -148,6 +170,15 @@ void inlineAll(onnx::ModelProto& model, const std::string& path) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
     if (std::string why; !ir::loadExternal(t, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", path, why));
   }
+}
+
+/// Make the renames themselves durable: fsync the folder that holds them.
+void syncFolder(const std::string& dir, const std::string& path) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool ok = fd >= 0 && fsync(fd) == 0;
+  const std::string why = ok ? "" : sysError();
+  if (fd >= 0) close(fd);
+  if (!ok) throw Error(ExitCode::Output, fmt::format("{}: written, but its folder cannot be synced: {}", path, why));
 }
 
 void refuseProtected(const std::string& path, const WriteOptions& options) {
@@ -179,21 +210,27 @@ void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOpt
   } else {
     inlineAll(model, path);
   }
-  if (model.ByteSizeLong() > static_cast<size_t>(INT_MAX))
-    throw Error(ExitCode::Unsupported,
-                fmt::format("{}: the model would be {} bytes, over protobuf's 2 GB limit", path, model.ByteSizeLong()));
+  const uint64_t size = model.ByteSizeLong();
+  if (size > static_cast<uint64_t>(INT_MAX))
+    throw Error(ExitCode::Unsupported, fmt::format("{}: the model would be {} bytes, over protobuf's 2 GB limit", path, size));
 
   TempFile out(dir, base, path);
+  out.reserve(size);
   {
     google::protobuf::io::FileOutputStream stream(out.fd(), 1 << 20);
     if (!model.SerializeToZeroCopyStream(&stream) || !stream.Flush())
       out.fail(fmt::format("cannot write: {}",
                            stream.GetErrno() ? std::strerror(stream.GetErrno()) : "serialization failed"));
+    // the file was sized for `size` bytes: anything else would leave it corrupt, so never rename it
+    if (static_cast<uint64_t>(stream.ByteCount()) != size)
+      throw Error(ExitCode::Internal, fmt::format("internal error: {}: serialized {} bytes, expected {}", path,
+                                                  stream.ByteCount(), size));
   }
-  if (data) data->finish();
-  out.finish();
+  if (data) data->finish(options.durable);
+  out.finish(options.durable);
   if (data) data->commit();  // the data first: the model never names a file not yet there
   out.commit();
+  if (options.durable) syncFolder(dir, path);
 }
 
 }  // namespace qconv::io

@@ -6,6 +6,8 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <sys/stat.h>
 
+#include <future>
+
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
@@ -63,10 +65,15 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   PassContext ctx(log, PassOptions{options.raise_weight_scale, options.approximate}, options.input);
 
-  ir::Model model = pm.timeStage("parse", [&] {
-    onnx::ModelProto proto = io::readModelFile(options.input);
+  // The checker's schemas load on a second thread while the file is read (io::loadCheckerSchemas).
+  auto schemas = std::async(std::launch::async, io::loadCheckerSchemas);
+  onnx::ModelProto proto = pm.timeStage("read", [&] { return io::readModelFile(options.input); });
+  pm.timeStage("check input", [&] {
+    schemas.get();
     if (std::string why = io::checkModel(proto); !why.empty())
       throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", options.input, why));
+  });
+  ir::Model model = pm.timeStage("import", [&] {
     ir::Model m = io::importModel(std::move(proto), options.input);
     validateModel(m, options.input);
     return m;
@@ -76,6 +83,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   if (options.opset) redeclareOpset(model, options.opset, options.input);
 
   io::WriteOptions write;
+  write.durable = options.fsync;
   if (auto files = std::static_pointer_cast<io::ExternalFiles>(model.external_files)) {
     write.protected_files = files->identities();
     write.external_data = !files->identities().empty() && !options.inline_data;
@@ -89,9 +97,11 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
       for (const auto& a : ctx.approximations()) all += a + "\n";
       prop->set_value(all);
     }
-    if (std::string why = io::checkModel(m); !why.empty())
-      throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
     return m;
+  });
+  pm.timeStage("check output", [&] {
+    if (std::string why = io::checkModel(result); !why.empty())
+      throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
   });
   pm.timeStage("write", [&] { io::writeModel(result, options.output, write); });
   log.info("{}: {}", options.output, summary(ctx));

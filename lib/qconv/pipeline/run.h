@@ -21,6 +21,7 @@ struct ConvertOptions {
   bool raise_weight_scale = false;  // see PassOptions
   bool approximate = false;         // see PassOptions
   bool inline_data = false;          // write every tensor into the model, even if the input had external data
+  bool fsync = false;               // flush the output to disk before renaming it into place (WriteOptions::durable)
   int64_t opset = 0;                // declare this default-domain opset (0: keep the model's); see redeclare_opset.h
   int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
 };
