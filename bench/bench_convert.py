@@ -3,7 +3,7 @@
   - the peer: onnxruntime's offline fusion (optimized_model_filepath, ORT_ENABLE_EXTENDED).
 Each is timed as a whole process (median of --runs), with its peak RSS from wait4.
 
-    .venv/bin/python bench/bench_convert.py [--runs 5] [--markdown docs/benchmarks.md]
+    .venv/bin/python bench/bench_convert.py [--runs 11] [--scaling] [--markdown FILE]
 
 Not a test: nothing here asserts a time.
 """
@@ -25,24 +25,66 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class ExternalSink:
+    """Writes each large tensor straight to a data file beside the model (4096-aligned, as
+    onnx.save does not stream): a >2 GB model is built without holding its weights."""
+
+    def __init__(self, model_path: str):
+        self.location = os.path.basename(model_path) + ".data"
+        self.file = open(model_path + ".data", "wb")
+
+    def tensor(self, name: str, array: np.ndarray) -> onnx.TensorProto:
+        offset = (self.file.tell() + 4095) // 4096 * 4096
+        self.file.seek(offset)
+        self.file.write(np.ascontiguousarray(array).tobytes())
+        t = helper.make_tensor(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape, vals=[])
+        t.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", self.location), ("offset", str(offset)), ("length", str(array.nbytes))):
+            t.external_data.add(key=k, value=v)
+        return t
+
+    def close(self):
+        self.file.close()
+
+
 class QdqResNet:
     """ResNet-50 topology written directly in QDQ form (the form quantize_static writes):
     uint8 activations through Q/DQ pairs, per-channel int8 weights, int32 biases at
-    x_scale*w_scale. Weights are random: this measures conversion, not accuracy."""
+    x_scale*w_scale. Weights are random: this measures conversion, not accuracy.
 
-    def __init__(self, seed: int = 0):
+    `width` multiplies every channel count (1.0: ResNet-50, about 25 MB); the graph stays the
+    same, so the scaling series varies only the bytes. With `sink`, tensors of 1 KiB or more go
+    to external data; with `dry`, nothing is made and `bytes` counts the weights."""
+
+    def __init__(self, seed: int = 0, width: float = 1.0, sink: ExternalSink | None = None, dry: bool = False):
         self.rng = np.random.default_rng(seed)
+        self.width, self.sink, self.dry = width, sink, dry
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self.k = 0
+        self.bytes = 0
 
     def uid(self, base: str) -> str:
         self.k += 1
         return f"{base}_{self.k}"
 
+    def channels(self, c: int) -> int:
+        return max(1, round(c * self.width))
+
     def const(self, name: str, array: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(array, name))
+        self.bytes += array.nbytes
+        if self.dry:
+            return name
+        if self.sink and array.nbytes >= 1024:
+            self.inits.append(self.sink.tensor(name, array))
+        else:
+            self.inits.append(numpy_helper.from_array(array, name))
         return name
+
+    def weights(self, shape: tuple[int, ...]) -> np.ndarray:
+        if self.dry:
+            return np.broadcast_to(np.int8(0), shape)
+        return self.rng.integers(-127, 128, shape, dtype=np.int8)
 
     def qdq(self, x: str, scale: float) -> tuple[str, float]:
         """Q then DQ of a float tensor at `scale`, zero point 0 (after a Relu)."""
@@ -55,7 +97,7 @@ class QdqResNet:
 
     def conv(self, x: tuple[str, float], cin: int, cout: int, k: int, stride: int = 1, relu: bool = True):
         xs = x[1]
-        w = self.rng.integers(-127, 128, (cout, cin, k, k), dtype=np.int8)
+        w = self.weights((cout, cin, k, k))
         ws = (self.rng.random(cout, dtype=np.float32) * 0.01 + 0.001).astype(np.float32)
         b = self.rng.integers(-5000, 5000, cout, dtype=np.int32)
         wn, bn = self.uid("w"), self.uid("b")
@@ -83,28 +125,28 @@ class QdqResNet:
         return self.qdq(r, 0.05)
 
     def build(self, size: int = 224) -> onnx.ModelProto:
+        c = self.channels
         x = self.qdq("input", 0.02)
-        x = self.conv(x, 3, 64, 7, 2)
+        x = self.conv(x, 3, c(64), 7, 2)
         p = self.uid("pool")
         self.nodes.append(helper.make_node("MaxPool", [x[0]], [p], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4))
         x = self.qdq(p, x[1])
-        cin = 64
+        cin = c(64)
         for width, blocks, stride in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
             for i in range(blocks):
                 s = stride if i == 0 else 1
-                y = self.conv(x, cin, width, 1)
-                y = self.conv(y, width, width, 3, s)
-                y = self.conv(y, width, width * 4, 1, relu=False)
-                short = self.conv(x, cin, width * 4, 1, s, relu=False) if i == 0 else x
+                y = self.conv(x, cin, c(width), 1)
+                y = self.conv(y, c(width), c(width), 3, s)
+                y = self.conv(y, c(width), c(width * 4), 1, relu=False)
+                short = self.conv(x, cin, c(width * 4), 1, s, relu=False) if i == 0 else x
                 x = self.add_relu(short, y)
-                cin = width * 4
+                cin = c(width * 4)
         g = self.uid("gap")
         self.nodes.append(helper.make_node("GlobalAveragePool", [x[0]], [g]))
         f = self.uid("flat")
         self.nodes.append(helper.make_node("Flatten", [g], [f]))
         fq = self.qdq(f, x[1])
-        w = self.rng.integers(-127, 128, (2048, 1000), dtype=np.int8)
-        self.const("fc_w", w)
+        self.const("fc_w", self.weights((cin, 1000)))
         self.const("fc_w_scale", np.array(0.002, np.float32))
         self.const("fc_w_zp", np.array(0, np.int8))
         self.nodes.append(helper.make_node("DequantizeLinear", ["fc_w", "fc_w_scale", "fc_w_zp"], ["fc_w_dq"]))
@@ -120,22 +162,58 @@ class QdqResNet:
         return m
 
 
-def measure(cmd: list[str], runs: int, work: str) -> tuple[float, float]:
-    """Median wall seconds and max peak RSS (MiB) of a whole process. Peak RSS comes from
-    GNU time: a child forked straight from this (large) Python process would inherit its
-    high-water mark in ru_maxrss."""
-    times, peaks = [], []
+def width_for(target_bytes: float) -> float:
+    """The channel multiplier whose model holds about `target_bytes` of tensors (bisection on a
+    dry build: the weights grow with width squared, the per-channel tensors linearly)."""
+    lo, hi = 0.05, 20.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        dry = QdqResNet(width=mid, dry=True)
+        dry.build()
+        lo, hi = (mid, hi) if dry.bytes < target_bytes else (lo, mid)
+    return (lo + hi) / 2
+
+
+def save_model(path: str, target_bytes: float, external: bool) -> int:
+    """Build the model at about `target_bytes` into `path` (and `path`.data); its bytes on disk."""
+    width = 1.0 if target_bytes is None else width_for(target_bytes)
+    if external:
+        sink = ExternalSink(path)
+        onnx.save(QdqResNet(width=width, sink=sink).build(), path)
+        sink.close()
+        return os.path.getsize(path) + os.path.getsize(path + ".data")
+    onnx.save(QdqResNet(width=width).build(), path)
+    return os.path.getsize(path)
+
+
+def measure(rows: list[tuple[str, list[str], str]], runs: int, work: str, fresh: bool) -> dict[str, tuple[float, float]]:
+    """Per tool: median wall seconds and max peak RSS (MiB) of a whole process writing its output.
+    The tools take turns within each run, so that a drift of this shared machine hits them alike.
+    fresh: the output (and its .data) is removed before each run, untimed; else each run replaces
+    the last one's. Peak RSS comes from GNU time: a child forked straight from this (large)
+    Python process would inherit its high-water mark in ru_maxrss."""
+    times: dict[str, list[float]] = {name: [] for name, _, _ in rows}
+    peaks: dict[str, list[float]] = {name: [] for name, _, _ in rows}
     rss_file = os.path.join(work, "rss")
     for _ in range(runs):
-        start = time.perf_counter()
-        proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        times.append(time.perf_counter() - start)
-        if proc.returncode != 0:
-            raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr.decode()}")
-        with open(rss_file) as f:
-            peaks.append(int(f.read().split()[-1]) / 1024.0)
-    return statistics.median(times), max(peaks)
+        for name, cmd, out in rows:
+            if fresh:
+                remove(out)
+            start = time.perf_counter()
+            proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            times[name].append(time.perf_counter() - start)
+            if proc.returncode != 0:
+                raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr.decode()}")
+            with open(rss_file) as f:
+                peaks[name].append(int(f.read().split()[-1]) / 1024.0)
+    return {name: (statistics.median(times[name]), max(peaks[name])) for name in times}
+
+
+def remove(model: str) -> None:
+    for p in (model, model + ".data"):
+        if os.path.exists(p):
+            os.unlink(p)
 
 
 ORT_FUSE = """
@@ -147,45 +225,111 @@ ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 """
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--markdown", help="also write the results table to this file")
-    args = ap.parse_args()
-    qconv = os.path.join(args.build, "tools", "qconv")
-    floor = os.path.join(args.build, "bench", "qconv_roundtrip")
+class Tools:
+    def __init__(self, build: str, work: str):
+        self.qconv = os.path.join(build, "tools", "qconv")
+        self.floor = os.path.join(build, "bench", "qconv_roundtrip")
+        self.work = work
 
-    with tempfile.TemporaryDirectory() as work:
-        src = os.path.join(work, "resnet50_qdq.onnx")
-        onnx.save(QdqResNet().build(), src)
-        size_mib = os.path.getsize(src) / 2**20
-        rows = [
-            ("floor: protobuf parse + serialize", [floor, src, os.path.join(work, "floor.onnx")]),
-            ("qconv convert --format qop", [qconv, "convert", src, os.path.join(work, "qconv.onnx"), "--format", "qop", "-q"]),
-            ("onnxruntime offline fusion (peer)", [sys.executable, "-c", ORT_FUSE, src, os.path.join(work, "ort.onnx")]),
-        ]
-        results = [(name, *measure(cmd, args.runs, work)) for name, cmd in rows]
-        fused = sum(1 for n in onnx.load(os.path.join(work, "qconv.onnx")).graph.node if n.op_type.startswith("QLinear"))
-        peer_fused = sum(1 for n in onnx.load(os.path.join(work, "ort.onnx")).graph.node if n.op_type.startswith("QLinear"))
+    def commands(self, src: str, peer: bool) -> list[tuple[str, list[str], str]]:
+        """(name, command, output) for the floor, qconv and, with `peer`, onnxruntime."""
+        out = {k: os.path.join(self.work, f"{k}.onnx") for k in ("floor", "qconv", "ort")}
+        rows = [("floor", [self.floor, src, out["floor"]], out["floor"]),
+                ("qconv", [self.qconv, "convert", src, out["qconv"], "--format", "qop", "-q"], out["qconv"])]
+        if peer:
+            rows.append(("onnxruntime", [sys.executable, "-c", ORT_FUSE, src, out["ort"]], out["ort"]))
+        return rows
 
-    t_floor, m_floor = results[0][1], results[0][2]
-    t_qconv, m_qconv = results[1][1], results[1][2]
-    t_peer, m_peer = results[2][1], results[2][2]
+
+def resnet50(tools: Tools, runs: int) -> list[str]:
+    """Issue 4's three targets on the ResNet-50-size model, every tool measured alternately
+    in the same run, writing a fresh output and replacing an existing one."""
+    src = os.path.join(tools.work, "resnet50_qdq.onnx")
+    size = save_model(src, None, external=False)
+    size_mib = size / 2**20
+    rows = tools.commands(src, peer=True)
+    res: dict[str, dict[str, float]] = {name: {} for name, _, _ in rows}
+    for mode in ("fresh", "replace"):
+        for name, (t, m) in measure(rows, runs, tools.work, fresh=mode == "fresh").items():
+            res[name][mode] = t
+            res[name]["rss"] = max(res[name].get("rss", 0.0), m)
+    fused = sum(1 for n in onnx.load(rows[1][2]).graph.node if n.op_type.startswith("QLinear"))
+    peer_fused = sum(1 for n in onnx.load(rows[2][2]).graph.node if n.op_type.startswith("QLinear"))
+    q, f, p = res["qconv"], res["floor"], res["onnxruntime"]
+    limit = 2 * size_mib + 16
     lines = [
         f"Model: ResNet-50-shape QDQ, {size_mib:.1f} MiB, 53 Conv + 1 MatMul "
-        f"(qconv fused {fused} QLinear ops, onnxruntime {peer_fused} QLinear* ops)",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; median of {args.runs} runs, whole processes",
+        f"(qconv fused {fused} QLinear ops, onnxruntime {peer_fused} QLinear* ops); median of {runs} runs each",
         "",
-        "| tool | time (ms) | peak RSS (MiB) | time / floor | time / peer | RSS / model size |",
+        "| tool | new output (ms) | replacing output (ms) | peak RSS (MiB) | / floor, new | / floor, replacing |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, t, m in results:
-        lines.append(f"| {name} | {t * 1000:.0f} | {m:.0f} | {t / t_floor:.2f} | {t / t_peer:.2f} | {m / size_mib:.2f} |")
-    lines += ["", f"qconv / floor: {t_qconv / t_floor:.2f}x time, {m_qconv / m_floor:.2f}x memory; "
-                  f"qconv / onnxruntime: {t_qconv / t_peer:.2f}x time, {m_qconv / m_peer:.2f}x memory"]
+    for name, r in res.items():
+        lines.append(f"| {name} | {r['fresh'] * 1000:.0f} | {r['replace'] * 1000:.0f} | {r['rss']:.0f} | "
+                     f"{r['fresh'] / f['fresh']:.2f} | {r['replace'] / f['replace']:.2f} |")
+    lines += [
+        "",
+        f"- qconv / floor: {q['fresh'] / f['fresh']:.2f}x (new output), {q['replace'] / f['replace']:.2f}x "
+        f"(replacing); target <= 1.25x",
+        f"- qconv / onnxruntime: {q['fresh'] / p['fresh']:.2f}x (new output), {q['replace'] / p['replace']:.2f}x "
+        f"(replacing); target <= 0.33x",
+        f"- qconv peak RSS: {q['rss']:.0f} MiB; target <= 2 x {size_mib:.1f} + 16 = {limit:.0f} MiB "
+        f"({q['rss'] / f['rss']:.2f}x the floor's)",
+    ]
+    return lines
+
+
+SCALING = [("inline", 10e6), ("inline", 100e6), ("inline", 1e9),
+           ("external data", 10e6), ("external data", 100e6), ("external data", 1e9), ("external data", 2.3e9)]
+
+
+def scaling(tools: Tools, runs: int) -> list[str]:
+    """The same graph at four sizes from 10 MB to over 2 GB (inline up to 1 GB, the protobuf
+    limit being 2 GB; external data at all four). One model on disk at a time."""
+    lines = [
+        f"Median of {runs} runs below 1 GB, 3 runs from 1 GB; new output each run.",
+        "",
+        "| storage | model (MB) | floor (ms) | qconv (ms) | qconv / floor | qconv ms per 100 MB | "
+        "qconv peak RSS (MiB) | RSS limit 2 x size + 16 (MiB) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for storage, target in SCALING:
+        src = os.path.join(tools.work, "scale.onnx")
+        size = save_model(src, target, external=storage != "inline")
+        n = runs if size < 1e9 else 3
+        rows = tools.commands(src, peer=False)
+        res = measure(rows, n, tools.work, fresh=True)
+        for _, _, out in rows:
+            remove(out)
+        remove(src)
+        (tf, _), (tq, mq) = res["floor"], res["qconv"]
+        lines.append(f"| {storage} | {size / 1e6:.0f} | {tf * 1000:.0f} | {tq * 1000:.0f} | {tq / tf:.2f} | "
+                     f"{tq * 1000 / (size / 1e8):.1f} | {mq:.0f} | {2 * size / 2**20 + 16:.0f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--scaling", action="store_true", help="also the four sizes from 10 MB to over 2 GB "
+                    "(needs about 7 GB of disk in --work and a few minutes)")
+    ap.add_argument("--work", help="folder for the models (default: a temporary folder)")
+    ap.add_argument("--markdown", help="also write the results to this file")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory(dir=args.work) as work:
+        tools = Tools(args.build, work)
+        lines = [f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; whole processes", ""]
+        lines += resnet50(tools, args.runs)
+        print("\n".join(lines), flush=True)
+        if args.scaling:
+            print()
+            lines += ["", "Scaling:", ""] + scaling(tools, args.runs)
     text = "\n".join(lines)
-    print(text)
+    if args.scaling:
+        print("\n" + "\n".join(lines[lines.index("Scaling:"):]))
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text + "\n")

@@ -217,3 +217,21 @@ TEST_CASE("protobuf fields the schema does not know survive parse and emit") {
   REQUIRE(modelUnknown.field_count() == 1);
   REQUIRE(modelUnknown.field(0).length_delimited() == "future");
 }
+
+TEST_CASE("a value listed more than once keeps its type in every entry (found by the fuzzer)") {
+  // an input that is also an output, and an output listed twice: the ONNX checker requires a
+  // type on each entry, and accepts this input
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {2});
+  b.node("Relu", {"x"}, {"y"}, "relu");
+  b.output("x", TensorProto::FLOAT);
+  b.output("y", TensorProto::FLOAT);
+  b.output("y", TensorProto::FLOAT);
+  REQUIRE(qconv::io::checkModel(b.proto()).empty());
+  auto m = b.build();
+  onnx::ModelProto out = qconv::io::exportModel(m);
+  REQUIRE(qconv::io::checkModel(out).empty());
+  REQUIRE(out.graph().output_size() == 3);
+  for (const auto& o : out.graph().output()) REQUIRE(o.type().tensor_type().elem_type() == TensorProto::FLOAT);
+  REQUIRE(out.graph().output(0).name() == "x");
+}

@@ -90,8 +90,18 @@ TEST_CASE("exit codes: unreadable input, invalid model, same file, unwritable ou
   bad.graph().mutable_node(0)->set_op_type("NoSuchOp");
   qconv::io::writeModelAtomically(bad.proto(), d / "bad.onnx");
   REQUIRE(convert(d / "bad.onnx", d / "out.onnx", &err) == static_cast<int>(qconv::ExitCode::BadInput));
-  REQUIRE(err.find("invalid model") != std::string::npos);
-  REQUIRE(err.find("NoSuchOp") != std::string::npos);
+  REQUIRE(err.find("node 'relu' (NoSuchOp): not an ai.onnx operator at opset") != std::string::npos);
+
+  // Only the ONNX checker sees this one (a Relu with two inputs): it judges the output before the
+  // rename, finds the input at fault, and nothing is left behind.
+  ModelBuilder twoInputs;
+  twoInputs.input("x", TensorProto::FLOAT, {1});
+  twoInputs.node("Relu", {"x", "x"}, {"y"}, "relu");
+  twoInputs.output("y", TensorProto::FLOAT);
+  qconv::io::writeModelAtomically(twoInputs.proto(), d / "bad.onnx");
+  REQUIRE(convert(d / "bad.onnx", d / "out.onnx", &err) == static_cast<int>(qconv::ExitCode::BadInput));
+  REQUIRE(err.rfind("qconv: error: " + (d / "bad.onnx") + ": invalid model: ", 0) == 0);
+  REQUIRE(err.find("Relu") != std::string::npos);
 
   qconv::io::writeModelAtomically(convModel({}).proto(), d / "in.onnx");
   REQUIRE(convert(d / "in.onnx", d / "in.onnx", &err) == static_cast<int>(qconv::ExitCode::Usage));

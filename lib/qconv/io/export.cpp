@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "qconv/diag.h"
@@ -78,7 +79,14 @@ onnx::ModelProto exportModel(ir::Model& model) {
     t->set_name(v->name());
     g->mutable_initializer()->AddAllocated(t.release());
   }
+  // A value listed more than once (an input that is also an output, an output listed twice)
+  // gets a copy of its first entry: its type too, which the checker requires of each.
+  std::unordered_map<const ir::Value*, const onnx::ValueInfoProto*> listed;
   auto addInfo = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* field, ir::Value* v) {
+    if (auto it = listed.find(v); it != listed.end()) {
+      *field->Add() = *it->second;
+      return;
+    }
     auto info = graph.releaseInfo(v);
     if (!info) info = std::make_unique<onnx::ValueInfoProto>();
     info->set_name(v->name());
@@ -86,17 +94,11 @@ onnx::ModelProto exportModel(ir::Model& model) {
     // over the type the input model declared
     if (v->elemType() != 0 && info->type().has_tensor_type() && info->type().tensor_type().elem_type() != v->elemType())
       info->mutable_type()->mutable_tensor_type()->set_elem_type(v->elemType());
+    listed.emplace(v, info.get());
     field->AddAllocated(info.release());
   };
   for (ir::Value* v : graph.inputs()) addInfo(g->mutable_input(), v);
-  for (ir::Value* v : graph.outputs()) {
-    if (v->info()) {
-      addInfo(g->mutable_output(), v);
-    } else {  // the same value listed twice as an output
-      auto* info = g->add_output();
-      info->set_name(v->name());
-    }
-  }
+  for (ir::Value* v : graph.outputs()) addInfo(g->mutable_output(), v);
   for (ir::Value* v : graph.valueInfoOrder())
     if (!graph.isDropped(v) && v->info()) addInfo(g->mutable_value_info(), v);
 

@@ -3,7 +3,6 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,21 +20,21 @@ namespace {
 
 std::string sysError() { return std::strerror(errno); }
 
-/// Closes a file descriptor and unmaps a mapping when it goes out of scope.
-struct MappedFile {
+/// Closes a file descriptor when it goes out of scope.
+struct OpenFile {
   int fd = -1;
-  void* data = MAP_FAILED;
-  size_t size = 0;
-  ~MappedFile() {
-    if (data != MAP_FAILED) munmap(data, size);
+  ~OpenFile() {
     if (fd >= 0) close(fd);
   }
 };
 
 }  // namespace
 
+// Read through a 64 KiB buffer, not a mapping of the whole file: the parse takes as long
+// either way, and a mapping would hold a second copy of every tensor in the process's memory
+// until the parse ends (docs/benchmarks.md).
 onnx::ModelProto readModelFile(const std::string& path) {
-  MappedFile f;
+  OpenFile f;
   f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot open: {}", path, sysError()));
   struct stat st {};
@@ -45,14 +44,18 @@ onnx::ModelProto readModelFile(const std::string& path) {
   if (st.st_size > INT_MAX)
     throw Error(ExitCode::BadInput,
                 fmt::format("{}: {} bytes is over protobuf's 2 GB message limit", path, st.st_size));
-  f.size = static_cast<size_t>(st.st_size);
-  f.data = mmap(nullptr, f.size, PROT_READ, MAP_PRIVATE, f.fd, 0);
-  if (f.data == MAP_FAILED) throw Error(ExitCode::BadInput, fmt::format("{}: cannot map: {}", path, sysError()));
 
   onnx::ModelProto model;
-  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(f.data), static_cast<int>(f.size));
-  in.SetRecursionLimit(256);
-  if (!model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+  google::protobuf::io::FileInputStream file(f.fd, 1 << 16);
+  bool parsed = false;
+  {
+    google::protobuf::io::CodedInputStream in(&file);
+    in.SetRecursionLimit(256);
+    parsed = model.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+  }
+  if (file.GetErrno() != 0)
+    throw Error(ExitCode::BadInput, fmt::format("{}: cannot read: {}", path, std::strerror(file.GetErrno())));
+  if (!parsed)
     throw Error(ExitCode::BadInput, fmt::format("{}: not an ONNX model (protobuf parse failed: malformed, truncated, or nested deeper "
                                             "than 256 levels)", path));
   if (!model.has_graph() || model.ir_version() <= 0)

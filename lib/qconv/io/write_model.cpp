@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -19,6 +20,8 @@ namespace qconv::io {
 namespace {
 
 std::string sysError() { return std::strerror(errno); }
+
+}  // namespace
 
 /// A file made by mkstemp (O_EXCL: never a followed link) that is removed unless committed.
 class TempFile {
@@ -69,6 +72,8 @@ class TempFile {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+namespace {
 
 void writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t offset) {
   uint64_t done = 0;
@@ -192,7 +197,22 @@ void refuseProtected(const std::string& path, const WriteOptions& options) {
 
 }  // namespace
 
-void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
+PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir,
+                           std::string path, bool durable)
+    : model_(std::move(model)), data_(std::move(data)), dir_(std::move(dir)), path_(std::move(path)), durable_(durable) {}
+PendingWrite::PendingWrite(PendingWrite&&) noexcept = default;
+PendingWrite::~PendingWrite() = default;
+
+void PendingWrite::commit() {
+  assert(model_ && "PendingWrite committed twice");
+  if (data_) data_->commit();  // the data first: the model never names a file not yet there
+  model_->commit();
+  model_.reset();
+  data_.reset();
+  if (durable_) syncFolder(dir_, path_);
+}
+
+PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
   const auto slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -214,23 +234,25 @@ void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOpt
   if (size > static_cast<uint64_t>(INT_MAX))
     throw Error(ExitCode::Unsupported, fmt::format("{}: the model would be {} bytes, over protobuf's 2 GB limit", path, size));
 
-  TempFile out(dir, base, path);
-  out.reserve(size);
+  auto out = std::make_unique<TempFile>(dir, base, path);
+  out->reserve(size);
   {
-    google::protobuf::io::FileOutputStream stream(out.fd(), 1 << 20);
+    google::protobuf::io::FileOutputStream stream(out->fd(), 1 << 20);
     if (!model.SerializeToZeroCopyStream(&stream) || !stream.Flush())
-      out.fail(fmt::format("cannot write: {}",
-                           stream.GetErrno() ? std::strerror(stream.GetErrno()) : "serialization failed"));
+      out->fail(fmt::format("cannot write: {}",
+                            stream.GetErrno() ? std::strerror(stream.GetErrno()) : "serialization failed"));
     // the file was sized for `size` bytes: anything else would leave it corrupt, so never rename it
     if (static_cast<uint64_t>(stream.ByteCount()) != size)
       throw Error(ExitCode::Internal, fmt::format("internal error: {}: serialized {} bytes, expected {}", path,
                                                   stream.ByteCount(), size));
   }
   if (data) data->finish(options.durable);
-  out.finish(options.durable);
-  if (data) data->commit();  // the data first: the model never names a file not yet there
-  out.commit();
-  if (options.durable) syncFolder(dir, path);
+  out->finish(options.durable);
+  return PendingWrite(std::move(out), std::move(data), dir, path, options.durable);
+}
+
+void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
+  writeTemporary(model, path, options).commit();
 }
 
 }  // namespace qconv::io

@@ -58,6 +58,15 @@ void refuseForeignOps(const ir::Model& model, const PassContext& ctx) {
                           left.size() > 1 ? fmt::format(" (and {} more nodes without a standard form)", left.size() - 1) : ""));
 }
 
+/// The output fails the ONNX checker: the input's fault (exit 3, with the checker's words on
+/// the input) when the input fails it too, else ours (exit 70). The input is only read again
+/// here, on this path: a valid model pays for one checker run, on the output.
+[[noreturn]] void refuseInvalid(const std::string& input, const std::string& output_why) {
+  if (std::string why = io::checkModel(io::readModelFile(input)); !why.empty())
+    throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", input, why));
+  throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", output_why));
+}
+
 void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err, spdlog::logger& log) {
   if (sameFile(options.input, options.output))
     throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
@@ -65,14 +74,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   PassContext ctx(log, PassOptions{options.raise_weight_scale, options.approximate}, options.input);
 
-  // The checker's schemas load on a second thread while the file is read (io::loadCheckerSchemas).
-  auto schemas = std::async(std::launch::async, io::loadCheckerSchemas);
   onnx::ModelProto proto = pm.timeStage("read", [&] { return io::readModelFile(options.input); });
-  pm.timeStage("check input", [&] {
-    schemas.get();
-    if (std::string why = io::checkModel(proto); !why.empty())
-      throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", options.input, why));
-  });
   ir::Model model = pm.timeStage("import", [&] {
     ir::Model m = io::importModel(std::move(proto), options.input);
     validateModel(m, options.input);
@@ -99,11 +101,15 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     }
     return m;
   });
-  pm.timeStage("check output", [&] {
-    if (std::string why = io::checkModel(result); !why.empty())
-      throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
+  // The ONNX checker judges the output before it is renamed into place. Its one cost, loading
+  // the operator schemas, runs on a second thread while the output is written.
+  auto schemas = std::async(std::launch::async, io::loadCheckerSchemas);
+  io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, options.output, write); });
+  pm.timeStage("check", [&] {
+    schemas.get();
+    if (std::string why = io::checkModel(result); !why.empty()) refuseInvalid(options.input, why);
   });
-  pm.timeStage("write", [&] { io::writeModel(result, options.output, write); });
+  pm.timeStage("commit", [&] { pending.commit(); });
   log.info("{}: {}", options.output, summary(ctx));
   if (options.time_passes)
     for (const auto& t : pm.timings()) fmt::print(err, "qconv: time: {:<20} {:9.2f} ms\n", t.name, t.milliseconds);
