@@ -37,8 +37,8 @@ class ExternalSink:
         offset = (self.file.tell() + 4095) // 4096 * 4096
         self.file.seek(offset)
         self.file.write(np.ascontiguousarray(array).tobytes())
-        t = helper.make_tensor(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape, vals=[])
-        t.data_location = TensorProto.EXTERNAL
+        t = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(array.dtype), dims=array.shape,
+                        data_location=TensorProto.EXTERNAL)
         for k, v in (("location", self.location), ("offset", str(offset)), ("length", str(array.nbytes))):
             t.external_data.add(key=k, value=v)
         return t
@@ -190,7 +190,7 @@ def measure(rows: list[tuple[str, list[str], str]], runs: int, work: str, fresh:
     """Per tool: median wall seconds and max peak RSS (MiB) of a whole process writing its output.
     The tools take turns within each run, so that a drift of this shared machine hits them alike.
     fresh: the output (and its .data) is removed before each run, untimed; else each run replaces
-    the last one's. Peak RSS comes from GNU time: a child forked straight from this (large)
+    the last one's. Dirty pages are synced before each run, untimed. Peak RSS comes from GNU time: a child forked straight from this (large)
     Python process would inherit its high-water mark in ru_maxrss."""
     times: dict[str, list[float]] = {name: [] for name, _, _ in rows}
     peaks: dict[str, list[float]] = {name: [] for name, _, _ in rows}
@@ -199,6 +199,7 @@ def measure(rows: list[tuple[str, list[str], str]], runs: int, work: str, fresh:
         for name, cmd, out in rows:
             if fresh:
                 remove(out)
+            os.sync()  # untimed: the last run's writeback must not throttle this one
             start = time.perf_counter()
             proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, *cmd],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -13,7 +13,8 @@
 
 namespace qconv::io {
 
-/// Read and parse `path` (through a 64 KiB buffer; never modified). Throws Error(BadInput) naming the
+/// Read and parse `path` (mapped in chunks, never modified; peak memory is the parsed model
+/// plus 16 MiB). Throws Error(BadInput) naming the
 /// file when it cannot be read or is not an ONNX model.
 onnx::ModelProto readModelFile(const std::string& path);
 

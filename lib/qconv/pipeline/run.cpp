@@ -75,6 +75,10 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   PassContext ctx(log, PassOptions{options.raise_weight_scale, options.approximate}, options.input);
 
   onnx::ModelProto proto = pm.timeStage("read", [&] { return io::readModelFile(options.input); });
+  // The checker's one cost, loading the operator schemas, runs on a second thread from here to
+  // the check: after the read, which it would slow down (both allocate), and alongside the
+  // passes and the write.
+  auto schemas = std::async(std::launch::async, io::loadCheckerSchemas);
   ir::Model model = pm.timeStage("import", [&] {
     ir::Model m = io::importModel(std::move(proto), options.input);
     validateModel(m, options.input);
@@ -101,9 +105,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     }
     return m;
   });
-  // The ONNX checker judges the output before it is renamed into place. Its one cost, loading
-  // the operator schemas, runs on a second thread while the output is written.
-  auto schemas = std::async(std::launch::async, io::loadCheckerSchemas);
+  // The ONNX checker judges the output before it is renamed into place.
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, options.output, write); });
   pm.timeStage("check", [&] {
     schemas.get();
