@@ -5,11 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
@@ -121,39 +121,42 @@ void setExternal(onnx::TensorProto& t, const std::string& location, uint64_t off
   }
 }
 
-/// Where a tensor's bytes are when they go to the data file: an input data file (fd, from) or
-/// its raw_data (fd -1). False for a tensor that stays in the model.
-bool externalBytes(const onnx::TensorProto& t, int* fd, uint64_t* from, uint64_t* size) {
-  *fd = -1;
-  if (ir::externalSource(t, fd, from, size)) return true;
-  if (!t.has_raw_data() || t.raw_data().size() < kExternalThreshold) return false;
-  *size = t.raw_data().size();
-  return true;
-}
+/// One tensor's place in the data file, and where its bytes come from: an input data file
+/// (fd, from) or its raw_data (fd -1).
+struct Placement {
+  onnx::TensorProto* tensor;
+  int fd;
+  uint64_t from, size, offset;
+};
 
-uint64_t aligned(uint64_t end) { return (end + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment; }
+/// Lay out every tensor of at least kExternalThreshold bytes (a resolved external one, or
+/// raw_data), each at the next kExternalAlignment boundary.
+std::vector<Placement> layout(onnx::ModelProto& model) {
+  std::vector<Placement> plan;
+  uint64_t end = 0;
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    Placement p{&t, -1, 0, 0, 0};
+    if (!ir::externalSource(t, &p.fd, &p.from, &p.size)) {
+      if (!t.has_raw_data() || t.raw_data().size() < kExternalThreshold) continue;
+      p.fd = -1;
+      p.size = t.raw_data().size();
+    }
+    p.offset = (end + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
+    end = p.offset + p.size;
+    plan.push_back(p);
+  }
+  return plan;
+}
 
 /// Every tensor of at least kExternalThreshold bytes into the data file; false if none went.
 bool externalize(onnx::ModelProto& model, const std::string& location, TempFile& data) {
-  auto& tensors = *model.mutable_graph()->mutable_initializer();
-  uint64_t end = 0;
-  for (const auto& t : tensors) {
-    int fd = -1;
-    uint64_t from = 0, size = 0;
-    if (externalBytes(t, &fd, &from, &size)) end = aligned(end) + size;
-  }
-  if (end == 0) return false;
-  data.reserve(end);
-  end = 0;
-  for (auto& t : tensors) {
-    int fd = -1;
-    uint64_t from = 0, size = 0;
-    if (!externalBytes(t, &fd, &from, &size)) continue;
-    const uint64_t offset = aligned(end);
-    if (fd >= 0) copyRange(fd, from, size, data, offset);
-    else writeAll(data, t.raw_data().data(), size, offset);
-    setExternal(t, location, offset, size);
-    end = offset + size;
+  const std::vector<Placement> plan = layout(model);
+  if (plan.empty()) return false;
+  data.reserve(plan.back().offset + plan.back().size);
+  for (const Placement& p : plan) {
+    if (p.fd >= 0) copyRange(p.fd, p.from, p.size, data, p.offset);
+    else writeAll(data, p.tensor->raw_data().data(), p.size, p.offset);
+    setExternal(*p.tensor, location, p.offset, p.size);
   }
   return true;
 }
@@ -204,7 +207,7 @@ PendingWrite::PendingWrite(PendingWrite&&) noexcept = default;
 PendingWrite::~PendingWrite() = default;
 
 void PendingWrite::commit() {
-  assert(model_ && "PendingWrite committed twice");
+  QCONV_ASSERT(model_, "{}: PendingWrite committed twice", path_);
   if (data_) data_->commit();  // the data first: the model never names a file not yet there
   model_->commit();
   model_.reset();
@@ -242,9 +245,8 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
       out->fail(fmt::format("cannot write: {}",
                             stream.GetErrno() ? std::strerror(stream.GetErrno()) : "serialization failed"));
     // the file was sized for `size` bytes: anything else would leave it corrupt, so never rename it
-    if (static_cast<uint64_t>(stream.ByteCount()) != size)
-      throw Error(ExitCode::Internal, fmt::format("internal error: {}: serialized {} bytes, expected {}", path,
-                                                  stream.ByteCount(), size));
+    QCONV_ASSERT(static_cast<uint64_t>(stream.ByteCount()) == size, "{}: serialized {} bytes, expected {}", path,
+                 stream.ByteCount(), size);
   }
   if (data) data->finish(options.durable);
   out->finish(options.durable);
