@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -29,6 +31,9 @@ class Error : public std::runtime_error {
  private:
   ExitCode code_;
 };
+
+/// The text of errno, for a message about a failed system call.
+inline std::string sysError() { return std::strerror(errno); }
 
 [[noreturn]] void internalError(const char* file, int line, const std::string& what);
 

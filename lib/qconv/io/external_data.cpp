@@ -63,7 +63,7 @@ int ExternalFiles::openBelowModelDir(const std::string& location, const std::str
     const auto slash = modelPath_.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "." : modelPath_.substr(0, slash + 1);
     dirfd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd_ < 0) throw bad(fmt::format("cannot be read: cannot open the model's folder: {}", std::strerror(errno)));
+    if (dirfd_ < 0) throw bad(fmt::format("cannot be read: cannot open the model's folder: {}", sysError()));
   }
   // Walk down one component at a time, never following a symbolic link: nothing outside the
   // model's folder can be reached.
@@ -123,7 +123,7 @@ void ExternalFiles::resolve(onnx::TensorProto& t, const std::string& where) {
   auto it = fds_.find(location);
   if (it == fds_.end()) it = fds_.emplace(location, openBelowModelDir(location, where)).first;
   struct stat st {};
-  if (fstat(it->second, &st) != 0) throw bad(fmt::format("file '{}' cannot be read: {}", location, std::strerror(errno)));
+  if (fstat(it->second, &st) != 0) throw bad(fmt::format("file '{}' cannot be read: {}", location, sysError()));
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (offset > size || need > size - offset)
     throw bad(fmt::format("range [{}, {}) lies outside '{}' ({} bytes)", offset, offset + need, location, size));

@@ -20,8 +20,6 @@ namespace qconv::io {
 
 namespace {
 
-std::string sysError() { return std::strerror(errno); }
-
 /// Closes a file descriptor when it goes out of scope.
 struct OpenFile {
   int fd = -1;

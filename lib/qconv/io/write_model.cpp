@@ -17,12 +17,6 @@
 
 namespace qconv::io {
 
-namespace {
-
-std::string sysError() { return std::strerror(errno); }
-
-}  // namespace
-
 /// A file made by mkstemp (O_EXCL: never a followed link) that is removed unless committed.
 class TempFile {
  public:

@@ -109,7 +109,7 @@ bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* wh
     const ssize_t r = pread(fd, bytes->data() + done, length - done, static_cast<off_t>(offset + done));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
-      *why = fmt::format("cannot read external data: {}", r < 0 ? std::strerror(errno) : "the file is shorter");
+      *why = fmt::format("cannot read external data: {}", r < 0 ? sysError() : "the file is shorter");
       return false;
     }
     done += static_cast<uint64_t>(r);
