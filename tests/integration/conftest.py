@@ -18,12 +18,32 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FUSION_ROWS: list[tuple] = []
 
 
+EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")  # the README's bundled model
+
+
 def qconv_bin() -> str:
     return os.environ.get("QCONV_BIN", os.path.join(ROOT, "build", "tools", "qconv"))
 
 
 def run_qconv(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([qconv_bin(), *args], capture_output=True, text=True, timeout=300)
+
+
+def run_traced(trace: str, calls: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """qconv under strace, following threads, the system calls `calls` logged to `trace`.
+    LeakSanitizer cannot run under ptrace, so it is off here (the sanitized suite's leak checks
+    are the corpus cases, which cover the same refusal paths)."""
+    return subprocess.run(["strace", "-f", "-qq", "-e", f"trace={calls}", "-o", trace, qconv_bin(), *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})
+
+
+def save_external(model: onnx.ModelProto, folder, name="in.onnx", location="in.onnx.data", threshold=64) -> str:
+    """Save `model` in `folder` with every tensor of `threshold` bytes or more in one data file."""
+    path = os.path.join(folder, name)
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
+              size_threshold=threshold)
+    return path
 
 
 def session(path: str, level: str = "disable") -> ort.InferenceSession:

@@ -14,7 +14,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import models
-from conftest import ROOT, max_abs_diff, op_counts, output_step, outputs, qconv_bin, run_qconv, session
+from conftest import (EXAMPLE, max_abs_diff, op_counts, output_step, outputs, qconv_bin, run_qconv,
+                      run_traced, save_external, session)
 
 CASE = ("small_cnn", True, "uint8")
 USAGE, BAD_INPUT, UNSUPPORTED, OUTPUT = 2, 3, 4, 5
@@ -124,7 +125,6 @@ def test_passes_flag_runs_only_the_named_passes(quantized, tmp_path):
 
 
 def test_passes_lists_the_registry():
-    import subprocess
     r = subprocess.run([qconv_bin(), "passes"], capture_output=True, text=True)
     assert r.returncode == 0
     assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,lower-fake-quantize,lower-qgemm,"
@@ -173,7 +173,7 @@ def test_metadata_and_doc_strings_survive(quantized, tmp_path):
 
 def test_bundled_example_converts_and_matches_onnxruntime(tmp_path):
     """The README's first command converts this file: it must keep working."""
-    src = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
+    src = EXAMPLE
     dst = str(tmp_path / "example_qop.onnx")
     r = run_qconv("convert", src, dst, "--format", "qop")
     assert r.returncode == 0, r.stderr
@@ -183,23 +183,16 @@ def test_bundled_example_converts_and_matches_onnxruntime(tmp_path):
     assert max_abs_diff(want, got) <= output_step(src) * 1.0001
 
 
-EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
-
-
 def external_copy(tmp_path) -> str:
     """The bundled example with its tensors in external data, in a folder of its own."""
     d = tmp_path / "in"
     d.mkdir()
-    src = str(d / "in.onnx")
-    onnx.save(onnx.load(EXAMPLE), src, save_as_external_data=True, location="in.onnx.data", size_threshold=64)
-    return src
+    return save_external(onnx.load(EXAMPLE), d)
 
 
 def traced(tmp_path, calls: str, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     trace = str(tmp_path / "trace")
-    r = subprocess.run(["strace", "-f", "-qq", "-e", f"trace={calls}", "-o", trace, qconv_bin(), *args],
-                       capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})  # LeakSanitizer cannot run under ptrace
+    r = run_traced(trace, calls, *args)
     with open(trace) as f:
         return r, [line.split(None, 1)[1] if line[0].isdigit() else line for line in f.read().splitlines()]
 

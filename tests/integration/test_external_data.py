@@ -12,10 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT, op_counts, outputs, qconv_bin, run_qconv, session
-
-EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
-
+from conftest import EXAMPLE, op_counts, outputs, qconv_bin, run_qconv, save_external, session
 
 def digest(*paths: str) -> str:
     h = hashlib.sha256()
@@ -23,13 +20,6 @@ def digest(*paths: str) -> str:
         with open(p, "rb") as f:
             h.update(f.read())
     return h.hexdigest()
-
-
-def save_external(model: onnx.ModelProto, folder, name="in.onnx", location="in.onnx.data", threshold=64) -> str:
-    path = os.path.join(folder, name)
-    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
-              size_threshold=threshold)
-    return path
 
 
 def inputs_for(path: str, n=4, seed=3):

@@ -7,14 +7,13 @@ that nothing outside the model's folder was opened."""
 import json
 import os
 import shutil
-import subprocess
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import ROOT, qconv_bin, run_qconv
+from conftest import EXAMPLE, ROOT, run_qconv, run_traced, save_external
 
 CORPUS = os.path.join(ROOT, "tests", "hostile", "corpus")
 MANIFEST = json.load(open(os.path.join(CORPUS, "manifest.json")))
@@ -140,12 +139,8 @@ def test_external_data_escape_is_refused_without_reading_outside(kind, tmp_path)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     trace = str(tmp_path / "trace")
-    r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-o", trace, qconv_bin(),
-                        "convert", src, str(out_dir / "out.onnx"), "--format", "qop"],
-                       capture_output=True, text=True, timeout=60,
-                       # LeakSanitizer cannot run under ptrace (the sanitized suite's leak checks
-                       # are the corpus cases, which cover the same refusal paths)
-                       env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})
+    r = run_traced(trace, "open,openat,openat2", "convert", src, str(out_dir / "out.onnx"), "--format", "qop",
+                   timeout=60)
     check_refusal(r, src, out_dir, 3, "initializer 'w': " + ESCAPES[kind].format(secret=secret_dir))
     assert os.listdir(out_dir) == []
     with open(trace) as f:
@@ -163,9 +158,7 @@ def test_writing_never_follows_a_symlink_at_the_output(tmp_path):
     out_dir.mkdir()
     os.symlink(target, out_dir / "out.onnx")
     os.symlink(target, out_dir / "out.onnx.data")
-    src = str(tmp_path / "in.onnx")
-    onnx.save(onnx.load(os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")), src,
-              save_as_external_data=True, location="in.onnx.data", size_threshold=64)
+    src = save_external(onnx.load(EXAMPLE), tmp_path)
     r = run_qconv("convert", src, str(out_dir / "out.onnx"), "--format", "qop")
     assert r.returncode == 0, r.stderr
     assert target.read_bytes() == b"keep me"
