@@ -1,9 +1,11 @@
 """Benchmark: qconv QDQ -> QOp on a ResNet-50-shape model, side by side in one run with
   - the floor: a bare protobuf parse + serialize of the same file (build/bench/qconv_roundtrip);
   - the peer: onnxruntime's offline fusion (optimized_model_filepath, ORT_ENABLE_EXTENDED).
-Each is timed as a whole process (median of --runs), with its peak RSS from wait4.
+Each is timed as a whole process (median of --runs, the tools taking turns), writing a new
+output and replacing one, with its peak RSS from GNU time. --scaling adds the same graph at
+four sizes from 10 MB to 2.3 GB (inline and external data), against the floor.
 
-    .venv/bin/python bench/bench_convert.py [--runs 11] [--scaling] [--markdown FILE]
+    .venv/bin/python bench/bench_convert.py [--runs 21] [--scaling] [--work DIR] [--markdown FILE]
 
 Not a test: nothing here asserts a time.
 """
