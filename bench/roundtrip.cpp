@@ -9,7 +9,6 @@
 // Bench input only: locations are trusted, errors end the process with a bare exit code.
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/onnx_pb.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -19,6 +18,8 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+
+#include "qconv/io/file_writer.h"
 
 namespace {
 
@@ -86,8 +87,10 @@ int main(int argc, char** argv) {
   if (!copyExternal(model, argv[1], argv[2])) return 5;
   int out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (out < 0) return 5;
-  google::protobuf::io::FileOutputStream os(out, 1 << 20);
-  if (!model.SerializeToZeroCopyStream(&os) || !os.Flush()) return 5;
-  os.Close();
-  return 0;
+  {
+    qconv::io::FileWriter file(out);  // 1 MiB writes, as qconv (its header only: no qconv code)
+    google::protobuf::io::CopyingOutputStreamAdaptor os(&file, qconv::io::FileWriter::kBlock);
+    if (!model.SerializeToZeroCopyStream(&os) || !os.Flush()) return 5;
+  }
+  return close(out) == 0 ? 0 : 5;
 }

@@ -1,6 +1,5 @@
 // The write stage: temporary files beside the output, renamed into place.
 #include <fcntl.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
+#include "qconv/io/file_writer.h"
 #include "qconv/io/model_io.h"
 
 namespace qconv::io {
@@ -234,10 +234,10 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
   auto out = std::make_unique<TempFile>(dir, base, path);
   out->reserve(size);
   {
-    google::protobuf::io::FileOutputStream stream(out->fd(), 1 << 20);
+    FileWriter file(out->fd());
+    google::protobuf::io::CopyingOutputStreamAdaptor stream(&file, FileWriter::kBlock);
     if (!model.SerializeToZeroCopyStream(&stream) || !stream.Flush())
-      out->fail(fmt::format("cannot write: {}",
-                            stream.GetErrno() ? std::strerror(stream.GetErrno()) : "serialization failed"));
+      out->fail(fmt::format("cannot write: {}", file.error() ? std::strerror(file.error()) : "serialization failed"));
     // the file was sized for `size` bytes: anything else would leave it corrupt, so never rename it
     QCONV_ASSERT(static_cast<uint64_t>(stream.ByteCount()) == size, "{}: serialized {} bytes, expected {}", path,
                  stream.ByteCount(), size);
