@@ -290,7 +290,7 @@ def scaling(tools: Tools, runs: int) -> list[str]:
     """The same graph at four sizes from 10 MB to over 2 GB (inline up to 1 GB, the protobuf
     limit being 2 GB; external data at all four). One model on disk at a time."""
     lines = [
-        f"Median of {runs} runs below 1 GB, 3 runs from 1 GB; new output each run.",
+        f"Median of {runs} runs below 1 GB, 5 runs from 1 GB; new output each run.",
         "",
         "| storage | model (MB) | floor (ms) | qconv (ms) | qconv / floor | qconv ms per 100 MB | "
         "qconv peak RSS (MiB) | RSS limit 2 x size + 16 (MiB) |",
@@ -299,7 +299,7 @@ def scaling(tools: Tools, runs: int) -> list[str]:
     for storage, target in SCALING:
         src = os.path.join(tools.work, "scale.onnx")
         size = save_model(src, target, external=storage != "inline")
-        n = runs if size < 1e9 else 3
+        n = runs if size < 1e9 else 5
         rows = tools.commands(src, peer=False)
         res = measure(rows, n, tools.work, fresh=True)
         for _, _, out in rows:
