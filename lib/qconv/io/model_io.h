@@ -27,16 +27,17 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path);
 /// sets opset_import and ir_version to what the emitted ops need.
 onnx::ModelProto exportModel(ir::Model& model);
 
-/// Whether any main-graph initializer is stored as external data.
-bool hasExternalData(const onnx::ModelProto& model);
+/// Whether checkModel runs the ONNX checker on `model`: Debian's libonnx 1.12 knows IR versions
+/// up to 8, and external data is checked by io::ExternalFiles, more strictly than it would.
+bool checkerApplies(const onnx::ModelProto& model);
 
-/// Run the ONNX checker where Debian's libonnx 1.12 can (ir_version <= 8). Returns an empty
-/// string when the model passes or is too new for this checker, else the checker's message.
+/// Run the ONNX checker where it applies. Returns an empty string when the model passes or the
+/// checker does not apply, else the checker's message.
 std::string checkModel(const onnx::ModelProto& model);
 
 /// Register the ONNX operator schemas the checker reads. libonnx does it on the checker's first
 /// call, and it is the checker's whole cost (about 7 ms); run it on another thread while the
-/// output is written, and the checker costs nothing on the critical path. Thread-safe.
+/// model is converted and written. Thread-safe.
 void loadCheckerSchemas();
 
 struct WriteOptions {

@@ -77,8 +77,10 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   onnx::ModelProto proto = pm.timeStage("read", [&] { return io::readModelFile(options.input); });
   // The checker's one cost, loading the operator schemas, runs on a second thread from here to
   // the check: after the read, which it would slow down (both allocate), and alongside the
-  // passes and the write.
-  auto schemas = std::async(std::launch::async, io::loadCheckerSchemas);
+  // passes and the write. Only when the output is likely to be checked (the input is; or its
+  // external data goes inline): on a wrong guess checkModel loads them itself.
+  std::future<void> schemas;
+  if (io::checkerApplies(proto) || options.inline_data) schemas = std::async(std::launch::async, io::loadCheckerSchemas);
   ir::Model model = pm.timeStage("import", [&] {
     ir::Model m = io::importModel(std::move(proto), options.input);
     validateModel(m, options.input);
@@ -108,7 +110,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   // The ONNX checker judges the output before it is renamed into place.
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, options.output, write); });
   pm.timeStage("check", [&] {
-    schemas.get();
+    if (schemas.valid()) schemas.get();
     if (std::string why = io::checkModel(result); !why.empty()) refuseInvalid(options.input, why);
   });
   pm.timeStage("commit", [&] { pending.commit(); });
