@@ -19,7 +19,7 @@
 #include <map>
 #include <string>
 
-#include "qconv/io/file_writer.h"
+#include "file_writer.h"
 
 namespace {
 
@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
   int out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (out < 0) return 5;
   {
-    qconv::io::FileWriter file(out);  // 1 MiB writes, as qconv (its header only: no qconv code)
-    google::protobuf::io::CopyingOutputStreamAdaptor os(&file, qconv::io::FileWriter::kBlock);
+    qconv::bench::FileWriter file(out);  // 1 MiB writes (bench/file_writer.h: no qconv code)
+    google::protobuf::io::CopyingOutputStreamAdaptor os(&file, qconv::bench::FileWriter::kBlock);
     if (!model.SerializeToZeroCopyStream(&os) || !os.Flush()) return 5;
   }
   return close(out) == 0 ? 0 : 5;

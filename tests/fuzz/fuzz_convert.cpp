@@ -1,51 +1,122 @@
-// libFuzzer harness: parse + validate + every pass (the qop pipeline, with --approximate so
-// every rewrite can run) + emit + serialize + the checker, on mutated model bytes. Model data
-// must only ever give an Error of the input tiers (bad input, unsupported, usage); an internal
-// error, a crash, a sanitizer report, or a checker-valid input whose output the checker
-// rejects is a bug. Built by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined).
+// libFuzzer harness: read + validate + every pass (the qop pipeline, with --approximate so every
+// rewrite can run) + emit + write + the checker, on mutated model bytes. Model data must only
+// ever give an Error of the input tiers (bad input, unsupported, usage); an internal error, a
+// crash, a sanitizer report, or a checker-valid input whose output the checker rejects is a bug.
+// So is any difference from protobuf: the reader that leaves tensor bytes in the file must parse
+// what protobuf parses, to the same model, and the writer that splices them back must write the
+// bytes protobuf writes (io/splice.h). Both run with a threshold of 1 byte here, so that every
+// raw_data takes that path. Built by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined).
 #include <google/protobuf/io/coded_stream.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "qconv/diag.h"
+#include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
+#include "qconv/io/splice.h"
+#include "qconv/ir/tensor.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/run.h"
 #include "qconv/pipeline/validate.h"
 
+namespace {
+
+constexpr uint64_t kThreshold = 1;
+// external data would name files: the harness has no model folder ("fuzz/" does not exist)
+constexpr const char* kPath = "fuzz/model.onnx";
+
+[[noreturn]] void bug(const char* what, const std::string& detail = "") {
+  std::fprintf(stderr, "%s%s%s\n", what, detail.empty() ? "" : ": ", detail.c_str());
+  std::abort();
+}
+
+struct StringSink : qconv::io::SpliceSink {
+  std::string out;
+  void bytes(const char* data, size_t size) override { out.append(data, size); }
+  void fileRange(int fd, uint64_t from, uint64_t size) override {
+    std::string buf(size, '\0');
+    if (pread(fd, buf.data(), size, static_cast<off_t>(from)) != static_cast<ssize_t>(size)) bug("short read of a span");
+    out += buf;
+  }
+};
+
+/// The model file, in memory: the descriptor file-backed tensors read from.
+int memoryFile(const uint8_t* data, size_t size) {
+  const int fd = memfd_create("model", MFD_CLOEXEC);
+  if (fd < 0 || write(fd, data, size) != static_cast<ssize_t>(size)) bug("memfd");
+  return fd;
+}
+
+/// The reader against protobuf: false when protobuf does not parse the data into a model.
+/// *whole is protobuf's parse.
+bool readBothWays(const uint8_t* data, size_t size, qconv::io::InputModel* in, onnx::ModelProto* whole_) {
+  onnx::ModelProto& whole = *whole_;
+  google::protobuf::io::CodedInputStream stream(data, static_cast<int>(size));
+  stream.SetRecursionLimit(qconv::io::kRecursionLimit);
+  const bool parsed = whole.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+  const bool walked = qconv::io::parseLeavingTensors(data, size, &in->proto, &in->spans, kThreshold);
+  if (walked) {
+    if (!parsed) bug("the walker accepted what protobuf rejects");
+    onnx::ModelProto filled = in->proto;
+    for (const auto& s : in->spans)
+      filled.mutable_graph()->mutable_initializer(s.index)->set_raw_data(reinterpret_cast<const char*>(data) + s.offset,
+                                                                         s.length);
+    if (filled.SerializeAsString() != whole.SerializeAsString()) bug("the walker's model differs from protobuf's");
+  } else {
+    in->proto = whole;
+  }
+  return parsed && in->proto.has_graph();
+}
+
+/// The writer against protobuf: the spliced bytes are protobuf's for the model with every
+/// file-backed tensor loaded (and written, as the writer does, without data_location).
+void writeBothWays(onnx::ModelProto& out) {
+  const qconv::io::InlineModel plan(out, kThreshold);
+  if (plan.size() > static_cast<uint64_t>(INT32_MAX)) return;
+  StringSink sink;
+  plan.write(sink);
+  onnx::ModelProto loaded = out;
+  for (auto& t : *loaded.mutable_graph()->mutable_initializer()) {
+    int fd = -1;
+    uint64_t offset = 0, length = 0;
+    if (!qconv::ir::externalSource(t, &fd, &offset, &length)) continue;
+    if (std::string why; !qconv::ir::loadExternal(t, &why)) bug("a span cannot be read", why);
+    t.clear_data_location();
+  }
+  if (sink.out != loaded.SerializeAsString()) bug("the spliced bytes differ from protobuf's");
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto log = spdlog::logger("fuzz", std::make_shared<spdlog::sinks::null_sink_st>());
   try {
-    onnx::ModelProto proto;
-    google::protobuf::io::CodedInputStream in(data, static_cast<int>(size));
-    in.SetRecursionLimit(256);  // as io::readModelFile
-    if (!proto.ParseFromCodedStream(&in) || !proto.has_graph()) return 0;
+    qconv::io::InputModel in;
+    onnx::ModelProto input;
+    if (!readBothWays(data, size, &in, &input)) return 0;
+    in.files = std::make_shared<qconv::io::ExternalFiles>(kPath);
+    if (!in.spans.empty()) in.files->adoptModelFile(memoryFile(data, size));
     // as qconv convert: no checker before the pipeline, which must hold on any parsed model;
     // the checker judges the output, and the input only when the output fails
-    const onnx::ModelProto input = proto;
-    // external data would name files: the harness has no model folder ("fuzz/" does not exist)
-    qconv::ir::Model model = qconv::io::importModel(std::move(proto), "fuzz/model.onnx");
-    qconv::validateModel(model, "fuzz/model.onnx");
+    qconv::ir::Model model = qconv::io::importModel(std::move(in), kPath);
+    qconv::validateModel(model, kPath);
     qconv::PassManager pm(qconv::pipelineFor(qconv::Format::Qop));
-    qconv::PassContext ctx(log, qconv::PassOptions{true, true}, "fuzz/model.onnx");
+    qconv::PassContext ctx(log, qconv::PassOptions{true, true}, kPath);
     pm.run(model, ctx, nullptr);
     onnx::ModelProto out = qconv::io::exportModel(model);
-    std::string bytes;
-    out.SerializeToString(&bytes);
-    if (std::string why = qconv::io::checkModel(out); !why.empty() && qconv::io::checkModel(input).empty()) {
-      std::fprintf(stderr, "a valid model became invalid: %s\n", why.c_str());
-      std::abort();
-    }
+    writeBothWays(out);
+    if (std::string why = qconv::io::checkModel(out); !why.empty() && qconv::io::checkModel(input).empty())
+      bug("a valid model became invalid", why);
   } catch (const qconv::Error& e) {
-    if (e.code() == qconv::ExitCode::Internal) {
-      std::fprintf(stderr, "internal error on model data: %s\n", e.what());
-      std::abort();
-    }
+    if (e.code() == qconv::ExitCode::Internal) bug("internal error on model data", e.what());
   }
   return 0;
 }

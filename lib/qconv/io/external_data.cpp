@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 
 #include "qconv/diag.h"
@@ -37,6 +38,20 @@ std::vector<std::string> components(const std::string& location) {
   return parts;
 }
 
+/// data_location EXTERNAL, and external_data rewritten to `entries` plus the descriptor.
+void pointAt(onnx::TensorProto& t, std::initializer_list<std::pair<const char*, std::string>> entries, int fd) {
+  t.clear_raw_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const std::string& v) {
+    auto* e = t.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  for (const auto& [k, v] : entries) add(k, v);
+  add(ir::kFdKey, std::to_string(fd));
+}
+
 }  // namespace
 
 ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(modelPath)) {}
@@ -44,6 +59,17 @@ ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(model
 ExternalFiles::~ExternalFiles() {
   for (auto& [_, fd] : fds_) close(fd);
   if (dirfd_ >= 0) close(dirfd_);
+  if (modelFd_ >= 0) close(modelFd_);
+}
+
+void ExternalFiles::adoptModelFile(int fd) {
+  QCONV_ASSERT(modelFd_ < 0, "{}: the model file adopted twice", modelPath_);
+  modelFd_ = fd;
+}
+
+void ExternalFiles::pointIntoModelFile(onnx::TensorProto& t, uint64_t offset, uint64_t length) const {
+  QCONV_ASSERT(modelFd_ >= 0, "{}: tensor '{}' points into a model file that is not open", modelPath_, t.name());
+  pointAt(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(length)}}, modelFd_);
 }
 
 int ExternalFiles::openBelowModelDir(const std::string& location, const std::string& where) {
@@ -128,16 +154,8 @@ void ExternalFiles::resolve(onnx::TensorProto& t, const std::string& where) {
   if (offset > size || need > size - offset)
     throw bad(fmt::format("range [{}, {}) lies outside '{}' ({} bytes)", offset, offset + need, location, size));
 
-  t.clear_external_data();
-  auto add = [&](const char* k, const std::string& v) {
-    auto* e = t.add_external_data();
-    e->set_key(k);
-    e->set_value(v);
-  };
-  add("location", location);
-  add("offset", std::to_string(offset));
-  add("length", std::to_string(need));
-  add(ir::kFdKey, std::to_string(it->second));
+  pointAt(t, {{"location", location}, {"offset", std::to_string(offset)}, {"length", std::to_string(need)}},
+          it->second);
 }
 
 }  // namespace qconv::io

@@ -29,13 +29,21 @@ inline constexpr uint64_t kExternalAlignment = 4096;
 /// (onnx.external_data_helper's default threshold).
 inline constexpr uint64_t kExternalThreshold = 1024;
 
-/// The files external tensors of one model read from; closes them when destroyed.
+/// The files the tensors of one model read from: its external data files, and the model file
+/// itself for the initializers the reader left there (io/splice.h). Closes them when destroyed.
 class ExternalFiles {
  public:
   explicit ExternalFiles(std::string modelPath);
   ~ExternalFiles();
   ExternalFiles(const ExternalFiles&) = delete;
   ExternalFiles& operator=(const ExternalFiles&) = delete;
+
+  /// Keep the model file open (and close it when destroyed): its bytes back tensors.
+  void adoptModelFile(int fd);
+
+  /// Make `t` read [offset, offset + length) of the model file (adoptModelFile): the canonical
+  /// entries with ir::kFdKey, without a location. Only for a range the reader took from the file.
+  void pointIntoModelFile(onnx::TensorProto& t, uint64_t offset, uint64_t length) const;
 
   /// Check `t`'s external reference and open its file; rewrite its external_data to the
   /// canonical form with ir::kFdKey. Throws Error(BadInput) naming the model file and `where`.
@@ -49,6 +57,7 @@ class ExternalFiles {
 
   std::string modelPath_;
   int dirfd_ = -1;
+  int modelFd_ = -1;
   std::map<std::string, int> fds_;  // location -> fd
   std::vector<std::pair<uint64_t, uint64_t>> ids_;
 };

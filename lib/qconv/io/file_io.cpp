@@ -11,10 +11,14 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "qconv/diag.h"
+#include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
+#include "qconv/ir/tensor.h"
 
 namespace qconv::io {
 
@@ -85,10 +89,9 @@ class MappedChunks : public google::protobuf::io::ZeroCopyInputStream {
   size_t size_ = 0, pos_ = 0, released_ = 0;
 };
 
-}  // namespace
-
-onnx::ModelProto readModelFile(const std::string& path) {
-  OpenFile f;
+/// Open the model file for reading: a regular, non-empty file protobuf can hold. Throws
+/// Error(BadInput) naming the file.
+void openInput(const std::string& path, OpenFile& f, size_t* size) {
   f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot open: {}", path, sysError()));
   struct stat st {};
@@ -98,34 +101,98 @@ onnx::ModelProto readModelFile(const std::string& path) {
   if (st.st_size > INT_MAX)
     throw Error(ExitCode::BadInput,
                 fmt::format("{}: {} bytes is over protobuf's 2 GB message limit", path, st.st_size));
+  *size = static_cast<size_t>(st.st_size);
+}
 
+void requireModel(const onnx::ModelProto& model, const std::string& path) {
+  if (!model.has_graph() || model.ir_version() <= 0)
+    throw Error(ExitCode::BadInput, fmt::format("{}: not an ONNX model (no graph or no ir_version)", path));
+}
+
+/// Protobuf parses the whole file.
+onnx::ModelProto parseWhole(int fd, size_t size, const std::string& path) {
   onnx::ModelProto model;
-  MappedChunks file(f.fd, static_cast<size_t>(st.st_size));
+  MappedChunks file(fd, size);
   if (!file.mapped()) throw Error(ExitCode::BadInput, fmt::format("{}: cannot map: {}", path, sysError()));
   bool parsed = false;
   {
     google::protobuf::io::CodedInputStream in(&file);
-    in.SetRecursionLimit(256);
+    in.SetRecursionLimit(kRecursionLimit);
     parsed = model.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
   }
   if (!parsed)
     throw Error(ExitCode::BadInput, fmt::format("{}: not an ONNX model (protobuf parse failed: malformed, truncated, or nested deeper "
-                                            "than 256 levels)", path));
-  if (!model.has_graph() || model.ir_version() <= 0)
-    throw Error(ExitCode::BadInput,
-                fmt::format("{}: not an ONNX model (no graph or no ir_version)", path));
+                                            "than {} levels)", path, kRecursionLimit));
+  requireModel(model, path);
   return model;
+}
+
+/// A file-backed initializer shown to the checker as the inline tensor it is written as (see
+/// checkModel), and put back.
+class StandIn {
+ public:
+  explicit StandIn(onnx::TensorProto& t, uint64_t length) : t_(t) {
+    external_.Swap(t.mutable_external_data());
+    t.clear_data_location();
+    t.set_raw_data(length ? std::string(1, '\0') : std::string());
+  }
+  ~StandIn() {
+    t_.clear_raw_data();
+    t_.set_data_location(onnx::TensorProto::EXTERNAL);
+    t_.mutable_external_data()->Swap(&external_);
+  }
+  StandIn(const StandIn&) = delete;
+  StandIn& operator=(const StandIn&) = delete;
+
+ private:
+  onnx::TensorProto& t_;
+  google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto> external_;
+};
+
+}  // namespace
+
+onnx::ModelProto readModelFile(const std::string& path) {
+  OpenFile f;
+  size_t size = 0;
+  openInput(path, f, &size);
+  return parseWhole(f.fd, size, path);
+}
+
+InputModel openModel(const std::string& path) {
+  OpenFile f;
+  size_t size = 0;
+  openInput(path, f, &size);
+  InputModel in;
+  void* data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
+  const bool walked = data != MAP_FAILED && parseLeavingTensors(static_cast<const uint8_t*>(data), size, &in.proto, &in.spans);
+  if (data != MAP_FAILED) munmap(data, size);
+  if (walked) requireModel(in.proto, path);
+  else in.proto = parseWhole(f.fd, size, path);  // what protobuf rejects, and how, as ever
+  in.files = std::make_shared<ExternalFiles>(path);
+  if (!in.spans.empty()) {
+    in.files->adoptModelFile(f.fd);
+    f.fd = -1;
+  }
+  return in;
 }
 
 bool checkerApplies(const onnx::ModelProto& model) {
   if (model.ir_version() > 8) return false;  // newer than Debian's checker (see docs/architecture.md)
+  int fd = -1;
+  uint64_t offset = 0, length = 0;
   for (const auto& t : model.graph().initializer())
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) return false;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL && !ir::externalSource(t, &fd, &offset, &length)) return false;
   return true;
 }
 
-std::string checkModel(const onnx::ModelProto& model) {
+std::string checkModel(onnx::ModelProto& model) {
   if (!checkerApplies(model)) return {};
+  std::vector<std::unique_ptr<StandIn>> standIns;
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    int fd = -1;
+    uint64_t offset = 0, length = 0;
+    if (ir::externalSource(t, &fd, &offset, &length)) standIns.push_back(std::make_unique<StandIn>(t, length));
+  }
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {

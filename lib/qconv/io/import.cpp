@@ -90,10 +90,10 @@ std::vector<std::unique_ptr<T>> extractAll(google::protobuf::RepeatedPtrField<T>
 
 }  // namespace
 
-ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
+ir::Model importModel(InputModel input, const std::string& path) {
   ir::Model model;
   model.path = path;
-  model.shell = std::move(proto);
+  model.shell = std::move(input.proto);
   GraphProto* g = model.shell.mutable_graph();
   ir::Graph& graph = model.graph;
   auto bad = [&](const std::string& what) { return Error(ExitCode::BadInput, fmt::format("{}: {}", path, what)); };
@@ -101,13 +101,21 @@ ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
   std::unordered_map<std::string, ir::Value*> byName;
   byName.reserve(static_cast<size_t>(g->node_size() * 2 + g->initializer_size() + g->input_size()));
 
-  auto files = std::make_shared<ExternalFiles>(path);
+  std::shared_ptr<ExternalFiles> files = input.files ? input.files : std::make_shared<ExternalFiles>(path);
   model.external_files = files;
+  auto span = input.spans.begin();
+  int initializer = 0;
   for (auto& t : extractAll(g->mutable_initializer())) {
     if (t->name().empty()) throw bad("an initializer has no name");
-    if (t->data_location() == onnx::TensorProto::EXTERNAL) files->resolve(*t, fmt::format("initializer '{}'", t->name()));
-    else if (std::string why = ir::storageProblem(*t); !why.empty())
+    if (span != input.spans.end() && span->index == initializer) {  // bytes the reader left in the model file
+      files->pointIntoModelFile(*t, span->offset, span->length);
+      ++span;
+    } else if (t->data_location() == onnx::TensorProto::EXTERNAL) {
+      files->resolve(*t, fmt::format("initializer '{}'", t->name()));
+    } else if (std::string why = ir::storageProblem(*t); !why.empty()) {
       throw bad(fmt::format("initializer '{}': {}", t->name(), why));
+    }
+    ++initializer;
     if (byName.count(t->name())) throw bad(fmt::format("initializer '{}' is defined twice", t->name()));
     ir::Value* v = graph.addValue(t->name());
     byName.emplace(t->name(), v);

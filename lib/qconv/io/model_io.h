@@ -9,31 +9,54 @@
 #include <utility>
 #include <vector>
 
+#include "qconv/io/splice.h"
 #include "qconv/ir/ir.h"
 
 namespace qconv::io {
 
-/// Read and parse `path` (mapped in chunks, never modified; peak memory is the parsed model
-/// plus 16 MiB). Throws Error(BadInput) naming the
-/// file when it cannot be read or is not an ONNX model.
+class ExternalFiles;
+
+/// Read and parse all of `path` (mapped in chunks, never modified; peak memory is the parsed
+/// model plus 16 MiB). Throws Error(BadInput) naming the file when it cannot be read or is not
+/// an ONNX model.
 onnx::ModelProto readModelFile(const std::string& path);
 
-/// parse: ModelProto -> IR. Tensor bytes move, they are not copied. Throws Error(BadInput) for
-/// a broken graph (dangling or duplicate names, nodes out of order), Error(Unsupported) for a
-/// construct qconv does not convert yet (external data), each naming file and node.
-ir::Model importModel(onnx::ModelProto proto, const std::string& path);
+/// A model read with its large initializers' bytes left in the file (io/splice.h): `files`
+/// holds the file open for them.
+struct InputModel {
+  onnx::ModelProto proto;
+  std::vector<TensorSpan> spans;
+  std::shared_ptr<ExternalFiles> files;
+};
+
+/// Read `path` as readModelFile does, the bytes of large initializers aside: they stay in the
+/// file, and only the pages around them are touched. Same errors.
+InputModel openModel(const std::string& path);
+
+/// parse: ModelProto -> IR. Tensor bytes move, they are not copied; the spans' initializers
+/// become file-backed (ir::externalSource). Throws Error(BadInput) for a broken graph (dangling
+/// or duplicate names, nodes out of order, a bad external reference), Error(Unsupported) for a
+/// construct qconv does not convert yet, each naming file and node.
+ir::Model importModel(InputModel input, const std::string& path);
+inline ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
+  return importModel(InputModel{std::move(proto), {}, nullptr}, path);
+}
 
 /// emit: IR -> ModelProto. Consumes the model's tensors and protos. Names generated values,
 /// sets opset_import and ir_version to what the emitted ops need.
 onnx::ModelProto exportModel(ir::Model& model);
 
 /// Whether checkModel runs the ONNX checker on `model`: Debian's libonnx 1.12 knows IR versions
-/// up to 8, and external data is checked by io::ExternalFiles, more strictly than it would.
+/// up to 8, and external data is checked by io::ExternalFiles, more strictly than it would. A
+/// file-backed initializer (ir::externalSource) is written inline, and so is checked.
 bool checkerApplies(const onnx::ModelProto& model);
 
 /// Run the ONNX checker where it applies. Returns an empty string when the model passes or the
-/// checker does not apply, else the checker's message.
-std::string checkModel(const onnx::ModelProto& model);
+/// checker does not apply, else the checker's message. The checker reads a tensor's raw_data
+/// only for whether it is there (onnx/checker.cc, check_tensor), so each file-backed
+/// initializer is shown to it with a stand-in byte (none for an empty tensor) in place of its
+/// bytes, whose length import checked; the model is put back as it was before this returns.
+std::string checkModel(onnx::ModelProto& model);
 
 /// Register the ONNX operator schemas the checker reads. libonnx does it on the checker's first
 /// call, and it is the checker's whole cost (about 7 ms); run it on another thread while the
@@ -76,7 +99,9 @@ class PendingWrite {
 
 /// Serialize to temporary files beside `path` (the model, and its data file when tensors go
 /// external): never a partial file, never a followed symlink, nothing written outside the
-/// output's folder. Resolved external tensors are copied range by range, never held whole.
+/// output's folder. File-backed tensors (the input's external data, and the initializers the
+/// reader left in the input file) are copied range by range in the kernel, never held whole;
+/// with every tensor inline they are spliced into the model (io::InlineModel).
 /// Throws Error(Output) naming the file, Error(Usage) when an output would replace one of
 /// `protected_files`, Error(Unsupported) when inlining passes 2 GB.
 PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, const WriteOptions& options);

@@ -12,8 +12,8 @@
 
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
-#include "qconv/io/file_writer.h"
 #include "qconv/io/model_io.h"
+#include "qconv/io/splice.h"
 
 namespace qconv::io {
 
@@ -155,24 +155,44 @@ bool externalize(onnx::ModelProto& model, const std::string& location, TempFile&
   return true;
 }
 
-/// Read every resolved external tensor into raw_data, after checking the result fits.
-void inlineAll(onnx::ModelProto& model, const std::string& path) {
-  uint64_t total = model.ByteSizeLong();
-  for (const auto& t : model.graph().initializer()) {
-    int fd = -1;
-    uint64_t from = 0, size = 0;
-    if (ir::externalSource(t, &fd, &from, &size)) total += size + 16;
+/// Serialized pieces into a temporary file: bytes through a 1 MiB buffer, file ranges copied in
+/// the kernel (copyRange), each at the position the pieces before it end.
+class FileSink : public SpliceSink {
+ public:
+  static constexpr size_t kBlock = size_t{1} << 20;
+
+  explicit FileSink(const TempFile& out) : out_(out) { buffer_.reserve(kBlock); }
+  void bytes(const char* data, size_t size) override {
+    if (buffer_.size() + size > kBlock) flush();
+    if (size >= kBlock) {
+      writeAll(out_, data, size, written_);
+      written_ += size;
+    } else {
+      buffer_.append(data, size);
+    }
   }
-  if (total > static_cast<uint64_t>(INT_MAX))
-    throw Error(ExitCode::Unsupported,
-                fmt::format("{}: with every tensor inline the model would be {} bytes, over protobuf's 2 GB limit; "
-                            "keep its external data (drop --inline-data)",
-                            path, total));
-  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
-    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
-    if (std::string why; !ir::loadExternal(t, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", path, why));
+  void fileRange(int fd, uint64_t from, uint64_t size) override {
+    flush();
+    copyRange(fd, from, size, out_, written_);
+    written_ += size;
   }
-}
+  /// Flush; the bytes written in all.
+  uint64_t finish() {
+    flush();
+    return written_;
+  }
+
+ private:
+  void flush() {
+    writeAll(out_, buffer_.data(), buffer_.size(), written_);
+    written_ += buffer_.size();
+    buffer_.clear();
+  }
+
+  const TempFile& out_;
+  std::string buffer_;
+  uint64_t written_ = 0;
+};
 
 /// Make the renames themselves durable: fsync the folder that holds them.
 void syncFolder(const std::string& dir, const std::string& path) {
@@ -224,24 +244,23 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
     refuseProtected(dataPath, options);
     data = std::make_unique<TempFile>(dir, dataName, dataPath);
     if (!externalize(model, dataName, *data)) data.reset();
-  } else {
-    inlineAll(model, path);
   }
-  const uint64_t size = model.ByteSizeLong();
-  if (size > static_cast<uint64_t>(INT_MAX))
-    throw Error(ExitCode::Unsupported, fmt::format("{}: the model would be {} bytes, over protobuf's 2 GB limit", path, size));
+  const InlineModel plan(model);
+  if (plan.size() > static_cast<uint64_t>(INT_MAX))
+    throw Error(ExitCode::Unsupported,
+                plan.readsDataFiles()
+                    ? fmt::format("{}: with every tensor inline the model would be {} bytes, over protobuf's 2 GB limit; "
+                                  "keep its external data (drop --inline-data)",
+                                  path, plan.size())
+                    : fmt::format("{}: the model would be {} bytes, over protobuf's 2 GB limit", path, plan.size()));
 
   auto out = std::make_unique<TempFile>(dir, base, path);
-  out->reserve(size);
-  {
-    FileWriter file(out->fd());
-    google::protobuf::io::CopyingOutputStreamAdaptor stream(&file, FileWriter::kBlock);
-    if (!model.SerializeToZeroCopyStream(&stream) || !stream.Flush())
-      out->fail(fmt::format("cannot write: {}", file.error() ? std::strerror(file.error()) : "serialization failed"));
-    // the file was sized for `size` bytes: anything else would leave it corrupt, so never rename it
-    QCONV_ASSERT(static_cast<uint64_t>(stream.ByteCount()) == size, "{}: serialized {} bytes, expected {}", path,
-                 stream.ByteCount(), size);
-  }
+  out->reserve(plan.size());
+  FileSink sink(*out);
+  plan.write(sink);
+  // the file was sized for the plan: anything else would leave it corrupt, so never rename it
+  const uint64_t written = sink.finish();
+  QCONV_ASSERT(written == plan.size(), "{}: wrote {} bytes, expected {}", path, written, plan.size());
   if (data) data->finish(options.durable);
   out->finish(options.durable);
   return PendingWrite(std::move(out), std::move(data), dir, path, options.durable);

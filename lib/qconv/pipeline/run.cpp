@@ -62,7 +62,8 @@ void refuseForeignOps(const ir::Model& model, const PassContext& ctx) {
 /// the input) when the input fails it too, else ours (exit 70). The input is only read again
 /// here, on this path: a valid model pays for one checker run, on the output.
 [[noreturn]] void refuseInvalid(const std::string& input, const std::string& output_why) {
-  if (std::string why = io::checkModel(io::readModelFile(input)); !why.empty())
+  onnx::ModelProto model = io::readModelFile(input);
+  if (std::string why = io::checkModel(model); !why.empty())
     throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", input, why));
   throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", output_why));
 }
@@ -74,15 +75,16 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   PassContext ctx(log, PassOptions{options.raise_weight_scale, options.approximate}, options.input);
 
-  onnx::ModelProto proto = pm.timeStage("read", [&] { return io::readModelFile(options.input); });
+  io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });
   // The checker's one cost, loading the operator schemas, runs on a second thread from here to
   // the check: after the read, which it would slow down (both allocate), and alongside the
   // passes and the write. Only when the output is likely to be checked (the input is; or its
   // external data goes inline): on a wrong guess checkModel loads them itself.
   std::future<void> schemas;
-  if (io::checkerApplies(proto) || options.inline_data) schemas = std::async(std::launch::async, io::loadCheckerSchemas);
+  if (io::checkerApplies(input.proto) || options.inline_data)
+    schemas = std::async(std::launch::async, io::loadCheckerSchemas);
   ir::Model model = pm.timeStage("import", [&] {
-    ir::Model m = io::importModel(std::move(proto), options.input);
+    ir::Model m = io::importModel(std::move(input), options.input);
     validateModel(m, options.input);
     return m;
   });

@@ -1,0 +1,138 @@
+"""Models whose large weights are stored inline: qconv leaves their bytes in the input file and
+splices them into the output (lib/qconv/io/splice.h), so they are never loaded.
+
+Judges: onnxruntime runs every output against its input; onnx reads the weights back; GNU time
+gives the peak memory."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import models
+from conftest import (max_abs_diff, op_counts, output_step, outputs, qconv_bin, run_qconv, save_external,
+                      session)
+
+SPLICE_THRESHOLD = 64 * 1024  # io::kSpliceThreshold
+
+
+def wide_cnn() -> onnx.ModelProto:
+    """Convolutions and a MatMul wide enough that their int8 weights pass the threshold."""
+    b = models._Builder(11)
+    x = b.conv("input", 3, 64, stride=2)
+    x = b.conv(x, 64, 256, stride=2)       # 147,456 weights
+    x = b.conv(x, 256, 256, relu=False)    # 589,824 weights
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    w = b.init("w", b.rng.normal(0, np.sqrt(2.0 / 256), (256, 1024)))  # 262,144 weights
+    x = b.op("MatMul", [x, w])
+    return b.model("wide_cnn", "input", [1, 3, 32, 32], x, [1, 1024])
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("wide")
+    path = str(folder / "wide_qdq.onnx")
+    models.quantize_qdq(wide_cnn(), path, per_channel=True, activation="uint8", work_dir=str(folder))
+    return path
+
+
+def large_weights(path: str) -> dict[str, np.ndarray]:
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer
+            if len(t.raw_data) >= SPLICE_THRESHOLD}
+
+
+@pytest.mark.parametrize("fmt", ["qdq", "qop"])
+def test_large_inline_weights_convert_exactly(wide, fmt, tmp_path):
+    src_weights = large_weights(wide)
+    assert len(src_weights) >= 3  # the case this file is about: weights left in the file
+    out = str(tmp_path / f"{fmt}.onnx")
+    r = run_qconv("convert", wide, out, "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    onnx.checker.check_model(onnx.load(out), full_check=True)
+
+    # the weights onnx reads from the output are the input's, byte for byte
+    out_weights = large_weights(out)
+    assert out_weights.keys() == src_weights.keys()
+    for name, w in src_weights.items():
+        assert out_weights[name].dtype == w.dtype and np.array_equal(out_weights[name], w), name
+
+    xs = models.sample_inputs(wide_cnn(), 8, seed=99)
+    if fmt == "qdq":  # the same model: bit-identical in onnxruntime
+        assert max_abs_diff(outputs(session(wide), xs), outputs(session(out), xs)) == 0
+    else:  # every Conv and MatMul fused, within one step of onnxruntime's own fusion
+        counts = op_counts(out)
+        assert counts.get("QLinearConv") == 3 and counts.get("QLinearMatMul") == 1, counts
+        worst = max_abs_diff(outputs(session(wide, "extended"), xs), outputs(session(out), xs))
+        assert worst <= output_step(wide) * 1.0001
+
+    again = str(tmp_path / f"{fmt}_again.onnx")
+    assert run_qconv("convert", wide, again, "--format", fmt).returncode == 0
+    assert open(out, "rb").read() == open(again, "rb").read()  # deterministic
+
+
+# A 134 MB model of eight 4096 x 4096 int8 weights behind DequantizeLinear -> MatMul ->
+# QuantizeLinear, stored inline.
+K = N = 4096
+BRANCHES = 8
+
+
+def matmul_model() -> onnx.ModelProto:
+    rng = np.random.default_rng(5)
+    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
+    inits = [scalar("sx", 2 / 255, TensorProto.FLOAT), scalar("zx", 128, TensorProto.UINT8),
+             scalar("sw", 0.01, TensorProto.FLOAT), scalar("zw", 0, TensorProto.INT8),
+             scalar("sy", 40 / 255, TensorProto.FLOAT), scalar("zy", 128, TensorProto.UINT8)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx")]
+    outs = []
+    for i in range(BRANCHES):
+        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (K, N), dtype=np.int8), f"w{i}"))
+        nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "sw", "zw"], [f"wd{i}"], name=f"dqw{i}"),
+                  helper.make_node("MatMul", ["xd", f"wd{i}"], [f"acc{i}"], name=f"matmul{i}"),
+                  helper.make_node("QuantizeLinear", [f"acc{i}", "sy", "zy"], [f"yq{i}"], name=f"qy{i}"),
+                  helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"y{i}"], name=f"dqy{i}")]
+        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, N]))
+    g = helper.make_graph(nodes, "wide_matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, K])],
+                          outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
+def peak_mib(*args: str) -> float:
+    """Run qconv under GNU time; its peak RSS in MiB."""
+    proc = subprocess.run(["/usr/bin/time", "-f", "peak_kib=%M", qconv_bin(), *args],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stderr.rsplit("peak_kib=", 1)[1]) / 1024
+
+
+def test_inline_weights_are_never_loaded(tmp_path):
+    model = matmul_model()
+    src = str(tmp_path / "in.onnx")
+    onnx.save(model, src)
+    size_mib = os.path.getsize(src) / 2 ** 20
+    assert size_mib > 128
+
+    out = str(tmp_path / "out.onnx")
+    peak = peak_mib("convert", src, out, "--format", "qop")
+    # protobuf's parse would hold all 128 MiB of weights, and its serializer a copy
+    assert peak < 48, f"peak RSS {peak:.0f} MiB for a {size_mib:.0f} MiB model"
+    assert op_counts(out) == {"QuantizeLinear": 1, "QLinearMatMul": BRANCHES, "DequantizeLinear": BRANCHES}
+    x = [np.random.default_rng(3).uniform(-1, 1, (1, K)).astype(np.float32)]
+    want, got = session(src, "extended"), session(out)
+    for i in range(BRANCHES):
+        diff = np.abs(want.run([f"y{i}"], {"x": x[0]})[0] - got.run([f"y{i}"], {"x": x[0]})[0]).max()
+        assert diff <= np.float32(40 / 255) * 1.001, (i, diff)
+
+    # --inline-data from external data splices from the data file: the same bytes, as little memory
+    os.makedirs(tmp_path / "ext")
+    ext = save_external(model, str(tmp_path / "ext"))
+    out_ext = str(tmp_path / "out_ext.onnx")
+    peak = peak_mib("convert", ext, out_ext, "--format", "qop", "--inline-data")
+    assert peak < 48, f"peak RSS {peak:.0f} MiB inlining {size_mib:.0f} MiB of external data"
+    assert open(out_ext, "rb").read() == open(out, "rb").read()
