@@ -78,6 +78,7 @@ def test_large_inline_weights_convert_exactly(wide, fmt, tmp_path):
 # QuantizeLinear, stored inline.
 K = N = 4096
 BRANCHES = 8
+WEIGHTS_MIB = BRANCHES * K * N / 2 ** 20
 
 
 def matmul_model() -> onnx.ModelProto:
@@ -120,8 +121,9 @@ def test_inline_weights_are_never_loaded(tmp_path):
 
     out = str(tmp_path / "out.onnx")
     peak = peak_mib("convert", src, out, "--format", "qop")
-    # protobuf's parse would hold all 128 MiB of weights, and its serializer a copy
-    assert peak < 48, f"peak RSS {peak:.0f} MiB for a {size_mib:.0f} MiB model"
+    # protobuf's parse would hold all 128 MiB of weights (151 MiB peak before io/splice.h);
+    # qconv takes 24 MiB, 50 under AddressSanitizer: the bound is half the weights
+    assert peak < WEIGHTS_MIB / 2, f"peak RSS {peak:.0f} MiB for a {size_mib:.0f} MiB model"
     assert op_counts(out) == {"QuantizeLinear": 1, "QLinearMatMul": BRANCHES, "DequantizeLinear": BRANCHES}
     x = [np.random.default_rng(3).uniform(-1, 1, (1, K)).astype(np.float32)]
     want, got = session(src, "extended"), session(out)
@@ -134,5 +136,5 @@ def test_inline_weights_are_never_loaded(tmp_path):
     ext = save_external(model, str(tmp_path / "ext"))
     out_ext = str(tmp_path / "out_ext.onnx")
     peak = peak_mib("convert", ext, out_ext, "--format", "qop", "--inline-data")
-    assert peak < 48, f"peak RSS {peak:.0f} MiB inlining {size_mib:.0f} MiB of external data"
+    assert peak < WEIGHTS_MIB / 2, f"peak RSS {peak:.0f} MiB inlining {size_mib:.0f} MiB of external data"
     assert open(out_ext, "rb").read() == open(out, "rb").read()
