@@ -85,9 +85,7 @@ void writeBothWays(onnx::ModelProto& out) {
   plan.write(sink);
   onnx::ModelProto loaded = out;
   for (auto& t : *loaded.mutable_graph()->mutable_initializer()) {
-    int fd = -1;
-    uint64_t offset = 0, length = 0;
-    if (!qconv::ir::externalSource(t, &fd, &offset, &length)) continue;
+    if (!qconv::ir::isFileBacked(t)) continue;
     if (std::string why; !qconv::ir::loadExternal(t, &why)) bug("a span cannot be read", why);
     t.clear_data_location();
   }

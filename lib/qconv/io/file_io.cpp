@@ -127,28 +127,6 @@ onnx::ModelProto parseWhole(int fd, size_t size, const std::string& path) {
   return model;
 }
 
-/// A file-backed initializer shown to the checker as the inline tensor it is written as (see
-/// checkModel), and put back.
-class StandIn {
- public:
-  explicit StandIn(onnx::TensorProto& t, uint64_t length) : t_(t) {
-    external_.Swap(t.mutable_external_data());
-    t.clear_data_location();
-    t.set_raw_data(length ? std::string(1, '\0') : std::string());
-  }
-  ~StandIn() {
-    t_.clear_raw_data();
-    t_.set_data_location(onnx::TensorProto::EXTERNAL);
-    t_.mutable_external_data()->Swap(&external_);
-  }
-  StandIn(const StandIn&) = delete;
-  StandIn& operator=(const StandIn&) = delete;
-
- private:
-  onnx::TensorProto& t_;
-  google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto> external_;
-};
-
 }  // namespace
 
 onnx::ModelProto readModelFile(const std::string& path) {
@@ -178,20 +156,19 @@ InputModel openModel(const std::string& path) {
 
 bool checkerApplies(const onnx::ModelProto& model) {
   if (model.ir_version() > 8) return false;  // newer than Debian's checker (see docs/architecture.md)
-  int fd = -1;
-  uint64_t offset = 0, length = 0;
   for (const auto& t : model.graph().initializer())
-    if (t.data_location() == onnx::TensorProto::EXTERNAL && !ir::externalSource(t, &fd, &offset, &length)) return false;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL && !ir::isFileBacked(t)) return false;
   return true;
 }
 
 std::string checkModel(onnx::ModelProto& model) {
   if (!checkerApplies(model)) return {};
-  std::vector<std::unique_ptr<StandIn>> standIns;
+  std::vector<std::unique_ptr<RawDataStandIn>> standIns;
   for (auto& t : *model.mutable_graph()->mutable_initializer()) {
     int fd = -1;
     uint64_t offset = 0, length = 0;
-    if (ir::externalSource(t, &fd, &offset, &length)) standIns.push_back(std::make_unique<StandIn>(t, length));
+    if (ir::externalSource(t, &fd, &offset, &length))  // an empty tensor holds no value field
+      standIns.push_back(std::make_unique<RawDataStandIn>(t, std::string(length ? 1 : 0, '\0')));
   }
   try {
     onnx::checker::check_model(model);

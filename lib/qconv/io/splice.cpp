@@ -3,6 +3,7 @@
 #include <google/protobuf/io/coded_stream.h>
 
 #include <climits>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -139,6 +140,28 @@ bool namesLocation(const TensorProto& t) {
 
 }  // namespace
 
+RawDataStandIn::RawDataStandIn(TensorProto& t, std::string raw)
+    : t_(t), file_backed_(t.data_location() == TensorProto::EXTERNAL) {
+  if (file_backed_) {
+    external_.Swap(t.mutable_external_data());
+    t.clear_data_location();
+    t.set_raw_data(std::move(raw));
+  } else {
+    raw_ = std::move(raw);
+    raw_.swap(*t.mutable_raw_data());
+  }
+}
+
+RawDataStandIn::~RawDataStandIn() {
+  if (!file_backed_) {
+    raw_.swap(*t_.mutable_raw_data());
+    return;
+  }
+  t_.clear_raw_data();
+  t_.set_data_location(TensorProto::EXTERNAL);
+  t_.mutable_external_data()->Swap(&external_);
+}
+
 InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold) {
   struct Splice {
     int index;
@@ -150,58 +173,27 @@ InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold) {
   // 1. The skeleton: each large initializer's raw_data emptied for the serialization, then
   //    everything put back as it was.
   {
-    struct Saved {
-      TensorProto* tensor;
-      bool file;  // file-backed: external_data and data_location put back; else raw_data
-      std::string raw;
-      google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto> external;
-    };
-    std::vector<Saved> saved;
-    auto restore = [&] {
-      for (Saved& s : saved) {
-        if (!s.file) {
-          s.tensor->mutable_raw_data()->swap(s.raw);
-          continue;
-        }
-        s.tensor->clear_raw_data();
-        s.tensor->set_data_location(TensorProto::EXTERNAL);
-        s.tensor->mutable_external_data()->Swap(&s.external);
-      }
-    };
-    try {
-      auto* inits = model.has_graph() ? model.mutable_graph()->mutable_initializer() : nullptr;
-      for (int k = 0; inits && k < inits->size(); ++k) {
-        TensorProto& t = *inits->Mutable(k);
-        Splice s{k, &t, -1, 0, 0};
-        if (ir::externalSource(t, &s.fd, &s.from, &s.size)) {
-          reads_data_files_ = reads_data_files_ || namesLocation(t);
-          saved.push_back({&t, true, {}, {}});
-          saved.back().external.Swap(t.mutable_external_data());
-          t.clear_data_location();
-        } else if (t.has_raw_data() && t.raw_data().size() >= threshold) {
-          s.size = t.raw_data().size();
-          saved.push_back({&t, false, {}, {}});
-          saved.back().raw.swap(*t.mutable_raw_data());
-        } else {
-          continue;
-        }
-        t.set_raw_data("");  // present and empty: protobuf writes its tag where the bytes go
-        splices.push_back(s);
-      }
-      const size_t n = model.ByteSizeLong();
-      if (n > static_cast<size_t>(INT_MAX)) {
-        size_ = n;  // too large to write: say by how much, and make nothing
-        for (const Splice& s : splices) size_ += s.size;
-        restore();
-        return;
-      }
-      skeleton_.resize(n);
-      model.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(skeleton_.data()));
-    } catch (...) {
-      restore();
-      throw;
+    std::vector<std::unique_ptr<RawDataStandIn>> emptied;
+    auto* inits = model.has_graph() ? model.mutable_graph()->mutable_initializer() : nullptr;
+    for (int k = 0; inits && k < inits->size(); ++k) {
+      TensorProto& t = *inits->Mutable(k);
+      Splice s{k, &t, -1, 0, 0};
+      if (ir::externalSource(t, &s.fd, &s.from, &s.size)) reads_data_files_ = reads_data_files_ || namesLocation(t);
+      else if (t.data_location() != TensorProto::EXTERNAL && t.has_raw_data() && t.raw_data().size() >= threshold)
+        s.size = t.raw_data().size();
+      else continue;
+      // present and empty: protobuf writes the field's tag where the bytes go
+      emptied.push_back(std::make_unique<RawDataStandIn>(t, std::string()));
+      splices.push_back(s);
     }
-    restore();
+    const size_t n = model.ByteSizeLong();
+    if (n > static_cast<size_t>(INT_MAX)) {
+      size_ = n;  // too large to write: say by how much, and make nothing
+      for (const Splice& s : splices) size_ += s.size;
+      return;
+    }
+    skeleton_.resize(n);
+    model.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(skeleton_.data()));
   }
 
   auto piece = [&](std::vector<Piece>& out, Piece::Kind kind, uint64_t begin, uint64_t size) {

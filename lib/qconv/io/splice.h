@@ -52,6 +52,24 @@ struct TensorSpan {
 bool parseLeavingTensors(const uint8_t* data, size_t size, onnx::ModelProto* model, std::vector<TensorSpan>* spans,
                          uint64_t threshold = kSpliceThreshold);
 
+/// While it lives, `t` holds `raw` as its raw_data and is put back as it was when it dies: a
+/// file-backed tensor (ir::externalSource) is shown as the inline tensor it is written as (no
+/// data_location, no external_data), an inline one has its own bytes set aside. The writer
+/// serializes tensors so emptied; the checker is shown a stand-in byte (io::checkModel).
+class RawDataStandIn {
+ public:
+  RawDataStandIn(onnx::TensorProto& t, std::string raw);
+  ~RawDataStandIn();
+  RawDataStandIn(const RawDataStandIn&) = delete;
+  RawDataStandIn& operator=(const RawDataStandIn&) = delete;
+
+ private:
+  onnx::TensorProto& t_;
+  bool file_backed_;
+  std::string raw_;  // an inline tensor's own bytes
+  google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto> external_;  // a file-backed one's
+};
+
 /// Where serialized bytes go.
 class SpliceSink {
  public:

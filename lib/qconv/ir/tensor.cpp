@@ -96,6 +96,12 @@ bool externalSource(const TensorProto& t, int* fd, uint64_t* offset, uint64_t* l
   return haveFd;
 }
 
+bool isFileBacked(const TensorProto& t) {
+  int fd = -1;
+  uint64_t offset = 0, length = 0;
+  return externalSource(t, &fd, &offset, &length);
+}
+
 bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* why) {
   int fd = -1;
   uint64_t offset = 0, length = 0;

@@ -52,6 +52,10 @@ inline constexpr const char* kFdKey = "qconv.fd";
 /// Where a resolved external tensor's bytes are. False when `t` is not one.
 bool externalSource(const onnx::TensorProto& t, int* fd, uint64_t* offset, uint64_t* length);
 
+/// Whether `t` is file-backed: a resolved external tensor, or an initializer whose bytes the
+/// reader left in the model file (externalSource says where).
+bool isFileBacked(const onnx::TensorProto& t);
+
 /// Read a resolved external tensor's bytes (pread). False, with *why, otherwise.
 bool readExternalBytes(const onnx::TensorProto& t, std::string* bytes, std::string* why);
 
