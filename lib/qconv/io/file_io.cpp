@@ -141,9 +141,21 @@ InputModel openModel(const std::string& path) {
   size_t size = 0;
   openInput(path, f, &size);
   InputModel in;
-  void* data = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0);
-  const bool walked = data != MAP_FAILED && parseLeavingTensors(static_cast<const uint8_t*>(data), size, &in.proto, &in.spans);
-  if (data != MAP_FAILED) munmap(data, size);
+  auto* data = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0));
+  bool walked = false;
+  if (data != MAP_FAILED) {
+    // Each page the walk touches maps its neighbours too (fault-around): drop the pages behind
+    // it, 8 MiB at a time, or the file would show in this process's memory.
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t released = 0;
+    walked = parseLeavingTensors(data, size, &in.proto, &in.spans, kSpliceThreshold, [&](size_t upto) {
+      upto = upto / page * page;
+      if (upto < released + MappedChunks::kChunk) return;
+      madvise(data + released, upto - released, MADV_DONTNEED);
+      released = upto;
+    });
+    munmap(data, size);
+  }
   if (walked) requireModel(in.proto, path);
   else in.proto = parseWhole(f.fd, size, path);  // what protobuf rejects, and how, as ever
   in.files = std::make_shared<ExternalFiles>(path);

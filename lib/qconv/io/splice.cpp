@@ -76,7 +76,7 @@ bool canStayInFile(const TensorProto& t, uint64_t length) {
 }  // namespace
 
 bool parseLeavingTensors(const uint8_t* data, size_t size, onnx::ModelProto* model, std::vector<TensorSpan>* spans,
-                         uint64_t threshold) {
+                         uint64_t threshold, const std::function<void(size_t)>& consumed) {
   model->Clear();
   spans->clear();
   if (size > static_cast<size_t>(INT_MAX)) return false;
@@ -101,7 +101,11 @@ bool parseLeavingTensors(const uint8_t* data, size_t size, onnx::ModelProto* mod
   auto graph = [&](onnx::GraphProto& g, const wire::Field& entry) {
     return w.walk(g, entry.payload, entry.end, 1, kInitializerField, [&](const wire::Field& f) {
       TensorProto* t = g.add_initializer();
-      return tensor(*t, g.initializer_size() - 1, f) ? Taken::kYes : Taken::kFailed;
+      if (!tensor(*t, g.initializer_size() - 1, f)) return Taken::kFailed;
+      // the model's fields before the graph, the graph's before this tensor, and the tensor are
+      // all merged: nothing before its end is read again
+      if (consumed) consumed(f.end);
+      return Taken::kYes;
     });
   };
   const bool ok = w.walk(*model, 0, size, 0, kGraphField, [&](const wire::Field& f) {

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,11 @@ struct TensorSpan {
 /// *model and *spans cleared, when the data is not something this walker follows: the caller
 /// then parses it with protobuf whole. The result otherwise equals protobuf's parse, the
 /// spans' raw_data aside.
+/// `consumed`, when given, is told as the walk goes on that it will not read data[0, upto) again
+/// (a caller holding the file mapped can drop those pages).
 bool parseLeavingTensors(const uint8_t* data, size_t size, onnx::ModelProto* model, std::vector<TensorSpan>* spans,
-                         uint64_t threshold = kSpliceThreshold);
+                         uint64_t threshold = kSpliceThreshold,
+                         const std::function<void(size_t upto)>& consumed = nullptr);
 
 /// While it lives, `t` holds `raw` as its raw_data and is put back as it was when it dies: a
 /// file-backed tensor (ir::externalSource) is shown as the inline tensor it is written as (no
