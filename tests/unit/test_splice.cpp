@@ -271,3 +271,24 @@ TEST_CASE("import reads file-backed initializers through the file, with their va
   for (char c : pattern(90000, 1)) want.push_back(static_cast<int8_t>(c));
   REQUIRE(intsOf(w) == want);
 }
+
+TEST_CASE("an input that shrinks before its bytes are copied fails the write, leaving no output") {
+  const fs::path path = tempFile("shrinks.onnx", serialized(largeModel().proto()));
+  qconv::io::InputModel in = qconv::io::openModel(path.string());
+  for (const auto& s : in.spans)
+    in.files->pointIntoModelFile(*in.proto.mutable_graph()->mutable_initializer(s.index), s.offset, s.length);
+  fs::resize_file(path, in.spans.back().offset);  // the last tensor's bytes are gone
+  const fs::path out = path.parent_path() / "shrinks_out.onnx";
+  try {
+    qconv::io::writeModel(in.proto, out.string(), {});
+    FAIL("the write succeeded");
+  } catch (const qconv::Error& e) {
+    REQUIRE(e.code() == qconv::ExitCode::Output);
+    REQUIRE(std::string(e.what()) == out.string() +
+                                         ": cannot copy tensor bytes from the input: the input file is shorter than "
+                                         "when it was read");
+  }
+  REQUIRE_FALSE(fs::exists(out));
+  for (const auto& entry : fs::directory_iterator(path.parent_path()))
+    REQUIRE(entry.path().filename().string().find(".qconv-") == std::string::npos);  // no temporary left
+}

@@ -79,8 +79,9 @@ void writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t off
   }
 }
 
-/// Copy [from, from + size) of `in` to `offset` of the data file: in the kernel where it can,
-/// else through a 1 MiB buffer. Never the whole tensor in memory.
+/// Copy [from, from + size) of `in` (an input data file, or the input model for bytes the reader
+/// left there) to `offset` of `out`: in the kernel where it can, else through a 1 MiB buffer.
+/// Never the whole tensor in memory.
 void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64_t offset) {
   loff_t src = static_cast<loff_t>(from), dst = static_cast<loff_t>(offset);
   uint64_t left = size;
@@ -95,7 +96,9 @@ void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64
     buffer.resize(std::min<uint64_t>(left, 1u << 20));
     const ssize_t r = pread(in, buffer.data(), buffer.size(), src);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) out.fail(fmt::format("cannot copy external data: {}", r < 0 ? sysError() : "the input data file is shorter"));
+    if (r <= 0)
+      out.fail(fmt::format("cannot copy tensor bytes from the input: {}",
+                           r < 0 ? sysError() : "the input file is shorter than when it was read"));
     writeAll(out, buffer.data(), static_cast<uint64_t>(r), static_cast<uint64_t>(dst));
     src += r;
     dst += r;
