@@ -45,21 +45,21 @@ size_t byteWidth(int32_t data_type);
 /// is one whose storage qconv does not know).
 std::string storageProblem(const onnx::TensorProto& t);
 
-/// external_data key holding the descriptor of a resolved external tensor's open file
-/// (io::ExternalFiles writes it; nothing else may).
+/// external_data key holding the descriptor of a file-backed tensor's open file: a resolved
+/// external data file, or the model file itself (io::ExternalFiles writes it; nothing else may).
 inline constexpr const char* kFdKey = "qconv.fd";
 
-/// Where a resolved external tensor's bytes are. False when `t` is not one.
+/// Where a file-backed tensor's bytes are (see isFileBacked). False when `t` is not one.
 bool externalSource(const onnx::TensorProto& t, int* fd, uint64_t* offset, uint64_t* length);
 
 /// Whether `t` is file-backed: a resolved external tensor, or an initializer whose bytes the
 /// reader left in the model file (externalSource says where).
 bool isFileBacked(const onnx::TensorProto& t);
 
-/// Read a resolved external tensor's bytes (pread). False, with *why, otherwise.
+/// Read a file-backed tensor's bytes (pread). False, with *why, otherwise.
 bool readExternalBytes(const onnx::TensorProto& t, std::string* bytes, std::string* why);
 
-/// Make a resolved external tensor an inline one (its bytes read into raw_data). False, with
+/// Make a file-backed tensor an inline one (its bytes read into raw_data). False, with
 /// *why, when they cannot be read.
 bool loadExternal(onnx::TensorProto& t, std::string* why);
 
