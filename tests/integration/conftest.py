@@ -1,5 +1,6 @@
-"""Shared fixtures: the qconv binary, quantized models (made once per session), and
-onnxruntime sessions. onnxruntime is the judge of every number."""
+"""Shared fixtures: the qconv binary, quantized models (made once per session), onnxruntime
+sessions, and the two judges of every number: the ONNX specification's reference
+(reference.py) first, onnxruntime second (see judge_qdq, judge_qop, ort_agrees)."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import models  # noqa: E402
+import reference  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUSION_ROWS: list[tuple] = []
@@ -99,7 +101,64 @@ def tie_inputs(seed: int, step: float, shape, spread: float) -> list[np.ndarray]
 
 
 def max_abs_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
-    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+    return max(float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))) for x, y in zip(a, b))
+
+
+def assert_bit_identical(a: list[np.ndarray], b: list[np.ndarray]) -> None:
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
+
+
+def differing(a: list[np.ndarray], b: list[np.ndarray]) -> tuple[int, int]:
+    """How many elements differ, of how many."""
+    return (sum(int(np.count_nonzero(x != y)) for x, y in zip(a, b)), sum(x.size for x in a))
+
+
+def ort_agrees(path: str, xs: list[np.ndarray], step: float, want: list[np.ndarray] | None = None) -> str:
+    """onnxruntime, the second judge: `path` loads and runs (optimizations off, so every fused op
+    is the model's own), and equals the reference within one step, or else the reference's
+    emulation of onnxruntime's saturating x86 u8 x s8 kernel (a CPU without VNNI): whichever
+    this host computes. The outcome does not depend on the CPU. Returns which one it equals."""
+    got = outputs(session(path), xs)
+    exact = want if want is not None else reference.outputs(path, xs)
+    off = max_abs_diff(got, exact)
+    if off <= step * 1.0001:
+        return "exact"
+    off_emulated = max_abs_diff(got, reference.outputs(path, xs, emulate_u8s8=True))
+    assert off_emulated <= step * 1.0001, (
+        f"onnxruntime is {off / step:.1f} steps off the reference and {off_emulated / step:.1f} off its emulation")
+    return "saturating"
+
+
+def judge_qdq(src: str, dst: str, xs: list[np.ndarray], twin: str | None = None) -> None:
+    """A QDQ output under the reference: bit-identical to its input (or to `twin`, the standard
+    model a dialect input stands for). onnxruntime, the second judge, gives the twin's numbers
+    bit for bit on this host (optimizations off: float ops and Q/DQ only), and agrees with the
+    reference (ort_agrees) when the output ends in a DequantizeLinear."""
+    want = reference.outputs(twin or src, xs)
+    got = reference.outputs(dst, xs)
+    assert_bit_identical(want, got)
+    assert_bit_identical(outputs(session(twin or src), xs), outputs(session(dst), xs))
+    try:
+        step = output_step(dst)
+    except (AssertionError, StopIteration, KeyError):
+        return
+    ort_agrees(dst, xs, step, got)
+
+
+def judge_qop(src: str, dst: str, xs: list[np.ndarray], step: float | None = None) -> tuple[float, int, int]:
+    """A QOp output under the reference: within one step of its input (or of `src`, the model it
+    stands for), on near ties only. Returns (worst difference in steps, elements that differ, of
+    how many). onnxruntime loads and runs it and agrees (ort_agrees)."""
+    step = output_step(src) if step is None else step
+    want = reference.outputs(src, xs)
+    got = reference.outputs(dst, xs)
+    worst = max_abs_diff(want, got)
+    n, total = differing(want, got)
+    assert worst <= step * 1.0001, f"{n} of {total} elements differ, by up to {worst / step:.2f} steps"
+    ort_agrees(dst, xs, step, got)
+    return worst / step, n, total
 
 
 QUANT_CASES = [(m, pc, act) for m in models.FLOAT_MODELS for pc in (False, True) for act in ("uint8", "int8")]
@@ -133,6 +192,7 @@ def pytest_terminal_summary(terminalreporter):
         return
     tr = terminalreporter
     tr.write_sep("-", "fused ops: qconv vs onnxruntime's offline fusion (ORT_ENABLE_EXTENDED)")
-    tr.write_line(f"{'model':<42} {'target':<7} {'in model':>8} {'qconv':>6} {'onnxruntime':>12} {'max |diff|/step':>16}")
+    tr.write_line(f"{'model':<42} {'target':<7} {'in model':>8} {'qconv':>6} {'onnxruntime':>12} {'max |diff|/step':>16}"
+                  f" {'differ (reference)':>19}")
     for row in FUSION_ROWS:
-        tr.write_line(f"{row[0]:<42} {row[1]:<7} {row[2]:>8} {row[3]:>6} {row[4]:>12} {row[5]:>16.3f}")
+        tr.write_line(f"{row[0]:<42} {row[1]:<7} {row[2]:>8} {row[3]:>6} {row[4]:>12} {row[5]:>16.3f} {row[6]:>19}")

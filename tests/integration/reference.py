@@ -1,0 +1,337 @@
+"""The judge of every number in the tests: the ONNX specification's arithmetic, on any host.
+
+`run(model, feeds)` evaluates a model with onnx.reference.ReferenceEvaluator, with our own
+implementations registered for the ops whose arithmetic the tests judge:
+
+- QLinearConv (any spatial rank; onnx's own assumes 2-D), QLinearMatMul (per-row a,
+  per-column b), ConvInteger, MatMulInteger: integer accumulation, exact (int64);
+  requantization as the spec writes it, saturate(round_half_even(acc * (x_s * w_s / y_s)) + y_zp),
+  the multiplier in the scales' own type as onnx.reference computes it;
+- com.microsoft QuantizeLinear / DequantizeLinear (the standard formulas; int8 to int16)
+  and QGemm (alpha, transA, transB, per-column b, int32 C at alpha * a_s * b_s, float or
+  quantized output);
+- Conv, MatMul and Gemm in float: accumulated in float64 and rounded once to float32, so
+  that the reference does not depend on a BLAS's summation order or thread count.
+
+QuantizeLinear / DequantizeLinear of the standard domain are onnx.reference's, every version.
+tests/integration/test_reference.py checks all of these against the ONNX backend node test
+cases that onnx's generators produce.
+
+`run(..., emulate_u8s8=True)` instead computes every u8 x s8 QLinearConv, QLinearMatMul,
+ConvInteger and MatMulInteger the way onnxruntime's x86 kernels do on a CPU without VNNI
+(AVX2 `vpmaddubsw`): the raw uint8 activations times the raw int8 weights, each pair of
+adjacent products along the reduction dimension summed into a saturating int16, in the order
+onnxruntime packs the weights (docs/onnxruntime-cpu.md). Depthwise convolutions (one input and
+one output channel per group) run on a kernel without pairs. The emulation is a model of that
+host, never a judge.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_dequantize_linear import _CommonDequantizeLinear
+from onnx.reference.ops.op_quantize_linear import QuantizeLinear_21 as _StdQuantize
+
+_INT16_MIN, _INT16_MAX = -32768, 32767
+
+
+# ---- convolution geometry ----
+
+def conv_geometry(x_shape, w_shape, auto_pad=None, dilations=None, group=None, kernel_shape=None, pads=None,
+                  strides=None):
+    """Kernel, pads (begin..., end...), strides and dilations of a Conv-like node, with auto_pad resolved."""
+    nd = len(w_shape) - 2
+    kernel = list(kernel_shape) if kernel_shape else list(w_shape[2:])
+    strides = list(strides) if strides else [1] * nd
+    dilations = list(dilations) if dilations else [1] * nd
+    pads = list(pads) if pads else [0] * (2 * nd)
+    mode = auto_pad.decode() if isinstance(auto_pad, bytes) else (auto_pad or "NOTSET")
+    if mode in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * (2 * nd)
+        for i in range(nd):
+            size = x_shape[2 + i]
+            out = -(-size // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads[i], pads[i + nd] = (small, big) if mode == "SAME_UPPER" else (big, small)
+    elif mode == "VALID":
+        pads = [0] * (2 * nd)
+    return kernel, pads, strides, dilations, int(group or 1)
+
+
+def im2col(x: np.ndarray, kernel, pads, strides, dilations, pad_value) -> np.ndarray:
+    """[N, C, *S] -> [N, C, P, *O]: for each kernel position p (row-major over the kernel),
+    the input values it meets at every output position; padding reads `pad_value`."""
+    nd = len(kernel)
+    widths = [(0, 0), (0, 0)] + [(pads[i], pads[i + nd]) for i in range(nd)]
+    xp = np.pad(x, widths, constant_values=np.asarray(pad_value).astype(x.dtype))
+    out = [(xp.shape[2 + i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(nd)]
+    cols = np.empty(x.shape[:2] + (math.prod(kernel),) + tuple(out), dtype=x.dtype)
+    for p, offs in enumerate(itertools.product(*[range(k) for k in kernel])):
+        sl = tuple(slice(offs[i] * dilations[i], offs[i] * dilations[i] + strides[i] * (out[i] - 1) + 1, strides[i])
+                   for i in range(nd))
+        cols[:, :, p] = xp[(slice(None), slice(None)) + sl]
+    return cols
+
+
+def conv_operands(x, w, geometry, pad_value):
+    """The convolution as grouped matrix products, in onnxruntime's packing order:
+    A [N, G, K, O] and W [G, Mg, K] with K = kernel position major, input channel minor
+    (ReorderFilter's K1..Kn C order), and the output spatial shape."""
+    kernel, pads, strides, dilations, group = geometry
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    cols = im2col(x, kernel, pads, strides, dilations, pad_value)  # [N, C, P, *O]
+    out_shape = cols.shape[3:]
+    p = cols.shape[2]
+    a = cols.reshape(n, group, cg, p, -1).transpose(0, 1, 3, 2, 4).reshape(n, group, p * cg, -1)
+    wk = w.reshape(group, m // group, cg, p).transpose(0, 1, 3, 2).reshape(group, m // group, p * cg)
+    return a, wk, out_shape
+
+
+def _per_channel(v, m) -> np.ndarray:
+    """A scalar or [M] parameter as an [M] int64/float vector."""
+    v = np.asarray(v)
+    return np.broadcast_to(v.reshape(-1), (m,)) if v.size == 1 else v.reshape(-1)
+
+
+def saturating_pair_sum(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """sum_j sat16(w[.., 2j] * a[2j, ..] + w[.., 2j+1] * a[2j+1, ..]) over the K axis:
+    w [G, Mg, K] raw int8 weights, a [N, G, K, O] raw uint8 activations -> [N, G, Mg, O]."""
+    k = w.shape[-1]
+    if k % 2:
+        w = np.concatenate([w, np.zeros(w.shape[:-1] + (1,), w.dtype)], axis=-1)
+        a = np.concatenate([a, np.zeros(a.shape[:2] + (1,) + a.shape[3:], a.dtype)], axis=2)
+    w = w.astype(np.int32)
+    a = a.astype(np.int32)
+    total = np.zeros((a.shape[0], w.shape[0], w.shape[1], a.shape[3]), np.int64)
+    for j in range(0, w.shape[-1], 2):
+        pair = (w[None, :, :, j, None] * a[:, :, None, j, :] + w[None, :, :, j + 1, None] * a[:, :, None, j + 1, :])
+        total += np.clip(pair, _INT16_MIN, _INT16_MAX)
+    return total
+
+
+def integer_conv(x, x_zp, w, w_zp, geometry, emulate_u8s8=False) -> np.ndarray:
+    """sum (x - x_zp)(w - w_zp) over each output's window, as int64 [N, M, *O]. Padding is
+    x_zp (a zero after the subtraction). With emulate_u8s8, a uint8 x with an int8 w is summed
+    as onnxruntime's saturating x86 kernel does, unless the conv is depthwise."""
+    m, cg = w.shape[:2]
+    group = geometry[4]
+    x_zp = np.asarray(x_zp).reshape(-1)[0] if x_zp is not None else 0
+    wz = _per_channel(w_zp if w_zp is not None else 0, m).astype(np.int64)
+    a, wk, out_shape = conv_operands(x, w, geometry, x_zp)
+    n = x.shape[0]
+    mg = m // group
+    depthwise = cg == 1 and mg == 1
+    if emulate_u8s8 and x.dtype == np.uint8 and w.dtype == np.int8 and not depthwise:
+        kdim = wk.shape[-1]
+        raw = saturating_pair_sum(a, wk)  # [N, G, Mg, O]
+        wzg = wz.reshape(group, mg)
+        acc = (raw - wzg[None, :, :, None] * a.astype(np.int64).sum(axis=2)[:, :, None, :]
+               - np.int64(x_zp) * wk.astype(np.int64).sum(axis=2)[None, :, :, None]
+               + kdim * np.int64(x_zp) * wzg[None, :, :, None])
+    else:
+        ai = a.astype(np.int64) - np.int64(x_zp)
+        wi = wk.astype(np.int64) - wz.reshape(group, mg, 1)
+        acc = np.matmul(wi[None], ai)  # [N, G, Mg, O]
+    return acc.reshape((n, m) + tuple(out_shape))
+
+
+def float_conv(x, w, b, geometry) -> np.ndarray:
+    m = w.shape[0]
+    a, wk, out_shape = conv_operands(x.astype(np.float64), w.astype(np.float64), geometry, 0.0)
+    y = np.matmul(wk[None], a).reshape((x.shape[0], m) + tuple(out_shape))
+    if b is not None:
+        y = y + b.astype(np.float64).reshape((1, m) + (1,) * len(out_shape))
+    return y.astype(x.dtype)
+
+
+def requantize(acc: np.ndarray, multiplier: np.ndarray, y_zp, out_dtype) -> np.ndarray:
+    """saturate(round_half_even(acc * multiplier) + y_zp) as out_dtype."""
+    info = np.iinfo(out_dtype)
+    z = np.asarray(y_zp).reshape(-1)[0] if y_zp is not None else 0
+    r = np.rint(acc * multiplier.astype(np.float64)) + np.float64(z)
+    return np.clip(r, info.min, info.max).astype(out_dtype)
+
+
+def _out_dtype(y_zp, fallback) -> np.dtype:
+    return np.asarray(y_zp).dtype if y_zp is not None else fallback
+
+
+# ---- the quantized operators ----
+
+class QLinearConv(OpRun):
+    emulate_u8s8 = False
+
+    def _run(self, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None,
+             auto_pad=None, dilations=None, group=None, kernel_shape=None, pads=None, strides=None):
+        geometry = conv_geometry(x.shape, w.shape, auto_pad, dilations, group, kernel_shape, pads, strides)
+        acc = integer_conv(x, x_zero_point, w, w_zero_point, geometry, self.emulate_u8s8)
+        if B is not None:
+            acc = acc + B.astype(np.int64).reshape((1, -1) + (1,) * (acc.ndim - 2))
+        m = w.shape[0]
+        mult = (x_scale * w_scale / y_scale)  # in the scales' type, as onnx.reference
+        mult = _per_channel(mult, m).reshape((1, m) + (1,) * (acc.ndim - 2))
+        return (requantize(acc, mult, y_zero_point, _out_dtype(y_zero_point, x.dtype)),)
+
+
+def _rows(v, a_ndim):
+    """A per-tensor scalar, or per-row [M] parameter, broadcastable against [..., M, K]."""
+    v = np.asarray(v)
+    return v.reshape(-1)[0] if v.size == 1 else v.reshape(v.shape + (1,)) if v.ndim == 1 else v
+
+
+def _cols(v):
+    v = np.asarray(v)
+    return v.reshape(-1)[0] if v.size == 1 else v
+
+
+def integer_matmul(a, a_zp, b, b_zp, emulate_u8s8=False) -> np.ndarray:
+    """(a - a_zp) @ (b - b_zp) as int64; per-row a_zp, per-column b_zp. With emulate_u8s8, a
+    uint8 a with an int8 b is summed as onnxruntime's saturating x86 kernel does."""
+    az = np.int64(0) if a_zp is None else _rows(a_zp, a.ndim).astype(np.int64)
+    bz = np.int64(0) if b_zp is None else _cols(b_zp).astype(np.int64)
+    if emulate_u8s8 and a.dtype == np.uint8 and b.dtype == np.int8:
+        k = a.shape[-1]
+        ai, bi = a.astype(np.int32), b.astype(np.int32)
+        raw = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), np.int64)
+        for j in range(0, k, 2):
+            pair = ai[..., :, j, None] * bi[..., j, None, :]
+            if j + 1 < k:
+                pair = pair + ai[..., :, j + 1, None] * bi[..., j + 1, None, :]
+            raw += np.clip(pair, _INT16_MIN, _INT16_MAX)
+        return (raw - bz * a.astype(np.int64).sum(axis=-1, keepdims=True)
+                - az * b.astype(np.int64).sum(axis=-2, keepdims=True) + k * az * bz)
+    return np.matmul(a.astype(np.int64) - az, b.astype(np.int64) - bz)
+
+
+class QLinearMatMul(OpRun):
+    emulate_u8s8 = False
+
+    def _run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+        acc = integer_matmul(a, a_zero_point, b, b_zero_point, self.emulate_u8s8)
+        mult = _rows(a_scale, a.ndim) * _cols(b_scale) / y_scale
+        out = _out_dtype(y_zero_point, a.dtype)
+        if np.asarray(mult).dtype != np.float64:  # float16/bfloat16 scales: the product in float32
+            mult = np.asarray(mult, dtype=np.float32)
+        return (requantize(acc, np.asarray(mult), y_zero_point, out),)
+
+
+class ConvInteger(OpRun):
+    emulate_u8s8 = False
+
+    def _run(self, x, w, x_zero_point=None, w_zero_point=None, auto_pad=None, dilations=None, group=None,
+             kernel_shape=None, pads=None, strides=None):
+        geometry = conv_geometry(x.shape, w.shape, auto_pad, dilations, group, kernel_shape, pads, strides)
+        return (integer_conv(x, x_zero_point, w, w_zero_point, geometry, self.emulate_u8s8).astype(np.int32),)
+
+
+class MatMulInteger(OpRun):
+    emulate_u8s8 = False
+
+    def _run(self, A, B, a_zero_point=None, b_zero_point=None):
+        return (integer_matmul(A, a_zero_point, B, b_zero_point, self.emulate_u8s8).astype(np.int32),)
+
+
+class Conv(OpRun):
+    def _run(self, X, W, B=None, auto_pad=None, dilations=None, group=None, kernel_shape=None, pads=None,
+             strides=None):
+        geometry = conv_geometry(X.shape, W.shape, auto_pad, dilations, group, kernel_shape, pads, strides)
+        return (float_conv(X, W, B, geometry),)
+
+
+class MatMul(OpRun):
+    def _run(self, a, b):
+        if np.issubdtype(a.dtype, np.floating):
+            return (np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype),)
+        return (np.matmul(a, b),)
+
+
+class Gemm(OpRun):
+    def _run(self, A, B, C=None, alpha=None, beta=None, transA=None, transB=None):
+        a = A.astype(np.float64).T if transA else A.astype(np.float64)
+        b = B.astype(np.float64).T if transB else B.astype(np.float64)
+        alpha = 1.0 if alpha is None else float(np.float32(alpha))
+        beta = 1.0 if beta is None else float(np.float32(beta))
+        y = alpha * (a @ b)
+        if C is not None:
+            y = y + beta * C.astype(np.float64)
+        return (y.astype(A.dtype),)
+
+
+# ---- com.microsoft ----
+
+class DequantizeLinear(_CommonDequantizeLinear):
+    """Every version, 10 to 25: onnx.reference has 19 and later only; the formula is the same."""
+
+    def _run(self, x, x_scale, x_zero_point=None, axis=None, block_size=None, output_dtype=None):
+        return super()._run(x, x_scale, x_zero_point, axis=1 if axis is None else axis,
+                            block_size=block_size or 0, output_dtype=output_dtype or None)
+
+
+def _contrib(std, name):
+    """com.microsoft's QuantizeLinear / DequantizeLinear: the standard formula (int8 to int16)."""
+    def _run(self, x, scale, zero_point=None, axis=None, **_):  # no block_size, output_dtype in this domain
+        return std._run(self, x, scale, zero_point, axis=1 if axis is None else axis)
+    return type(name, (std,), {"op_domain": "com.microsoft", "_run": _run})
+
+
+QuantizeLinearMs = _contrib(_StdQuantize, "QuantizeLinear")
+DequantizeLinearMs = _contrib(DequantizeLinear, "DequantizeLinear")
+
+
+class QGemm(OpRun):
+    """com.microsoft QGemm: Y = alpha * (A - a_zp)(B - b_zp) * a_s * b_s + C * (alpha * a_s * b_s),
+    float when y_scale is absent, else quantized to (y_scale, y_zero_point)."""
+    op_domain = "com.microsoft"
+
+    def _run(self, A, a_scale, a_zero_point, B, b_scale, b_zero_point, C=None, y_scale=None, y_zero_point=None,
+             alpha=None, transA=None, transB=None):
+        a = A.T if transA else A
+        b = B.T if transB else B
+        acc = integer_matmul(a, a_zero_point, b, b_zero_point)
+        if C is not None:
+            acc = acc + C.astype(np.int64)
+        alpha = np.float32(1.0 if alpha is None else alpha)
+        scale = np.float32(alpha) * np.float32(_cols(a_scale)) * _cols(b_scale).astype(np.float32)
+        if y_scale is None:
+            return ((acc * np.asarray(scale, np.float64)).astype(np.float32),)
+        mult = np.asarray(scale / np.float32(y_scale), np.float32)
+        return (requantize(acc, mult, y_zero_point, _out_dtype(y_zero_point, np.uint8)),)
+
+
+_EXACT = [DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, Conv, MatMul, Gemm, QuantizeLinearMs,
+          DequantizeLinearMs, QGemm]
+
+
+def _emulating(cls):
+    return type(cls.__name__, (cls,), {"emulate_u8s8": True, "op_domain": cls.op_domain})
+
+
+def evaluator(model, emulate_u8s8: bool = False) -> ReferenceEvaluator:
+    ops = [_emulating(c) if getattr(c, "emulate_u8s8", None) is False else c for c in _EXACT] if emulate_u8s8 else _EXACT
+    if isinstance(model, str):
+        model = onnx.load(model)
+    return ReferenceEvaluator(model, new_ops=ops)
+
+
+def run(model, feeds, emulate_u8s8: bool = False, intermediate: bool = False):
+    """Outputs of `model` (a path or a ModelProto) for `feeds` (a dict, or one array for the
+    first input), as a list in graph-output order; with intermediate, a dict of every value."""
+    sess = evaluator(model, emulate_u8s8)
+    if not isinstance(feeds, dict):
+        feeds = {sess.input_names[0]: feeds}
+    if intermediate:
+        return sess.run(None, feeds, intermediate=True)
+    return sess.run(None, feeds)
+
+
+def outputs(model, xs, emulate_u8s8: bool = False) -> list[np.ndarray]:
+    """The first output of `model` for each input in xs (the same shape as conftest.outputs)."""
+    sess = evaluator(model, emulate_u8s8)
+    return [sess.run(None, {sess.input_names[0]: x})[0] for x in xs]
