@@ -32,6 +32,15 @@ int main(int argc, char** argv) {
                     "when a requantized bias overflows int32, raise that channel's weight scale (approximation, reported)");
   convert->add_flag("--approximate", options.approximate,
                     "allow conversions that differ on rounding ties (FakeQuantize as Q/DQ); each is listed");
+  std::string weight_type, activation_type;
+  convert->add_option("--weight-type", weight_type,
+                      "store 8-bit weights as uint8 or int8, zero points moved by 128 (exact); uint8 makes "
+                      "onnxruntime compute exactly on x86 CPUs without VNNI (docs/onnxruntime-cpu.md)")
+      ->check(CLI::IsMember({"uint8", "int8"}));
+  convert->add_option("--activation-type", activation_type,
+                      "store 8-bit activations as uint8 or int8, zero points moved by 128 (exact); graph inputs "
+                      "and outputs keep their types")
+      ->check(CLI::IsMember({"uint8", "int8"}));
   convert->add_option("--opset", options.opset,
                       "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
                       "refused, naming the node, when an operator changed in between")
@@ -68,6 +77,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   options.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+  auto typeOf = [](const std::string& t) { return t.empty() ? 0 : t == "uint8" ? 2 : 3; };  // TensorProto UINT8, INT8
+  options.weight_type = typeOf(weight_type);
+  options.activation_type = typeOf(activation_type);
   options.verbosity = quiet ? 0 : (verbose ? 2 : 1);
   const int code = qconv::run(options, std::cout, std::cerr);
 #ifdef QCONV_SANITIZED

@@ -52,10 +52,11 @@ TEST_CASE("the pass list: unknown names and an invalid order are usage errors") 
     REQUIRE(std::string(e.what()).rfind("unknown pass 'fuse-everything' (passes: fold-constants, lower-contrib-qdq, lower-vitis-qdq, lower-qonnx-quant, lower-fake-quantize, lower-qgemm, fold-producers", 0) == 0);
   }
   REQUIRE_THROWS_AS(qconv::PassManager({"pair-qdq", "fuse-qlinear-conv"}), qconv::Error);
-  REQUIRE(qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).passes().size() == 13);
+  REQUIRE(qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).passes().size() == 15);
   REQUIRE(qconv::pipelineFor(qconv::Format::Qdq) ==
           std::vector<std::string>{"fold-constants", "lower-contrib-qdq", "lower-vitis-qdq", "lower-qonnx-quant", "lower-fake-quantize",
-                                   "lower-qgemm", "fold-producers", "lower-primitive-qdq", "lower-integer-ops", "pair-qdq"});
+                                   "lower-qgemm", "fold-producers", "lower-primitive-qdq", "lower-integer-ops", "pair-qdq",
+                                   "shift-types", "check-saturation"});
 }
 
 TEST_CASE("run converts, dumps after every pass and reports") {
@@ -67,7 +68,7 @@ TEST_CASE("run converts, dumps after every pass and reports") {
   for (const char* stage : {"; IR after parse", "; IR after fold-constants", "; IR after lower-contrib-qdq", "; IR after lower-qonnx-quant", "; IR after fold-producers",
                             "; IR after lower-primitive-qdq", "; IR after pair-qdq",
                             "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul",
-                            "; IR after fix-bias-scale"})
+                            "; IR after fix-bias-scale", "; IR after shift-types", "; IR after check-saturation"})
     REQUIRE(dump.find(stage) != std::string::npos);
   REQUIRE(dump.find("= QLinearConv(%x_q, %x_scale, %x_zp, %w, %w_scale, %w_zp, %y_scale, %y_zp, %b)") !=
           std::string::npos);

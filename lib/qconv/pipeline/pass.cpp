@@ -30,11 +30,17 @@ std::string PassContext::unconvertedReason(const std::string& label) const {
   return it == unconverted_.end() ? std::string() : it->second;
 }
 
+void PassContext::warn(const std::string& label, const std::string& what) {
+  std::string line = fmt::format("{}: {}", label, what);
+  log_.warn("{}", line);
+  warnings_.push_back(std::move(line));
+}
+
 void PassContext::note(const ir::Node& n, const std::string& what) { log_.debug("{}: {}", n.label(), what); }
 
 const std::vector<PassInfo>& passRegistry() {
   static const std::vector<PassInfo> registry = {
-#define QCONV_PASS(NAME, FN, SUMMARY) {NAME, &FN, SUMMARY},
+#define QCONV_PASS(NAME, FN, FORMATS, SUMMARY) {NAME, &FN, PassFormats::FORMATS, SUMMARY},
 #include "qconv/passes/passes.def"
 #undef QCONV_PASS
   };

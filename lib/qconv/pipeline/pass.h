@@ -4,6 +4,7 @@
 
 #include <spdlog/logger.h>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -20,6 +21,10 @@ struct PassOptions {
   /// Allow the conversions that change numbers on rounding ties (OpenVINO FakeQuantize as
   /// Q/DQ, a multiply-by-factor quantizer as QuantizeLinear): each is listed as approximation.
   bool approximate = false;
+  /// shift-types: store 8-bit weights / activations in this type (onnx::TensorProto UINT8 or
+  /// INT8), zero points moved by 128; 0 keeps the model's. See shift_types.cpp.
+  int32_t weight_type = 0;
+  int32_t activation_type = 0;
 };
 
 class PassContext {
@@ -39,6 +44,9 @@ class PassContext {
   /// A construct a pass recognised but leaves as it is, and why (logged at info level).
   void keep(const ir::Node& n, const std::string& reason) { keepLabel(n.label(), reason); }
   void keepLabel(const std::string& label, const std::string& reason);
+  /// Something the user should act on though the conversion is exact (logged at warning level,
+  /// so -q still shows it): a requested change that could not be made, a runtime hazard.
+  void warn(const std::string& label, const std::string& what);
   /// Something a pass did that the user may want to know (logged at debug level).
   void note(const ir::Node& n, const std::string& what);
   /// A dialect node (QONNX, Vitis AI, Quark, OpenVINO) a pass recognised but cannot write as
@@ -51,6 +59,7 @@ class PassContext {
 
   const std::vector<std::string>& refusals() const { return refusals_; }
   const std::vector<std::string>& approximations() const { return approximations_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
   const std::map<std::string, int>& counters() const { return counters_; }
 
  private:
@@ -59,15 +68,20 @@ class PassContext {
   std::string path_;
   std::vector<std::string> refusals_;
   std::vector<std::string> approximations_;
+  std::vector<std::string> warnings_;
   std::map<std::string, int> counters_;
   std::map<std::string, std::string> unconverted_;  // node label -> reason
 };
 
 using PassFn = void (*)(ir::Model&, PassContext&);
 
+/// Which --format pipelines a pass belongs to.
+enum class PassFormats { Both, QopOnly };
+
 struct PassInfo {
   std::string_view name;
   PassFn run;
+  PassFormats formats;
   std::string_view summary;
 };
 
@@ -76,7 +90,7 @@ const std::vector<PassInfo>& passRegistry();
 const PassInfo* findPass(std::string_view name);
 
 // The passes (one file each under lib/qconv/passes/).
-#define QCONV_PASS(NAME, FN, SUMMARY) void FN(ir::Model&, PassContext&);
+#define QCONV_PASS(NAME, FN, FORMATS, SUMMARY) void FN(ir::Model&, PassContext&);
 #include "qconv/passes/passes.def"
 #undef QCONV_PASS
 

@@ -19,12 +19,10 @@
 namespace qconv {
 
 std::vector<std::string> pipelineFor(Format format) {
-  // qdq: every pass up to and including pair-qdq; qop: all of them
+  // qop: all of them; qdq: all but the fusions
   std::vector<std::string> all;
-  for (const auto& p : passRegistry()) {
-    all.emplace_back(p.name);
-    if (format == Format::Qdq && p.name == "pair-qdq") break;
-  }
+  for (const auto& p : passRegistry())
+    if (format == Format::Qop || p.formats == PassFormats::Both) all.emplace_back(p.name);
   return all;
 }
 
@@ -72,8 +70,14 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   if (sameFile(options.input, options.output))
     throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
                                              options.output));
+  if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
+    throw Error(ExitCode::Usage, "--activation-type int8 with --weight-type uint8: no onnxruntime kernel takes int8 "
+                                 "activations with uint8 weights");
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
-  PassContext ctx(log, PassOptions{options.raise_weight_scale, options.approximate}, options.input);
+  PassContext ctx(log,
+                  PassOptions{options.raise_weight_scale, options.approximate, options.weight_type,
+                              options.activation_type},
+                  options.input);
 
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });
   // The checker's one cost, loading the operator schemas, runs on a second thread from here to

@@ -1,0 +1,145 @@
+// check-saturation: say where onnxruntime's x86 u8 x s8 kernels will not compute the model.
+//
+// An analysis: it changes nothing. On an x86 CPU without VNNI (AVX2, or AVX-512 without VNNI),
+// onnxruntime multiplies uint8 activations by int8 weights with vpmaddubsw, which sums each
+// pair of adjacent products along the reduction dimension into a saturating int16. With raw
+// activations in [0, 255], a weight pair (w0, w1) can leave int16 exactly when both have one
+// sign and |w0 + w1| >= 129 (255 * 129 > 32767; 255 * 128 and mixed signs fit).
+//
+// The pairs are (0,1), (2,3), ... in the order onnxruntime packs the reduction dimension:
+//   MatMul, Gemm:  along K;
+//   Conv:          per group, kernel position major, input channel minor (its ReorderFilter);
+//                  a depthwise conv (one input and one output channel per group) runs on a
+//                  kernel without pairs.
+// Nodes checked, each counted once:
+//   1. QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger with uint8 x and a constant int8 w;
+//   2. QDQ groups onnxruntime fuses into those kernels: a Conv that fuse-qlinear-conv would
+//      fuse, a MatMul or Gemm whose input 0 comes from a DequantizeLinear; with a constant int8
+//      weight behind a DequantizeLinear, and int8 or uint8 activations (onnxruntime turns int8
+//      activations into uint8 on x86 before it fuses).
+// Each node with such pairs gets one warning with the count and the remedy; a summary follows.
+#include <fmt/format.h>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/conv_group.h"
+#include "qconv/passes/qdq_select.h"
+#include "qconv/pipeline/pass.h"
+
+namespace qconv {
+
+namespace {
+
+using onnx::TensorProto;
+
+struct Pairs {
+  int64_t saturable = 0;
+  int64_t total = 0;
+};
+
+bool saturable(int64_t a, int64_t b) { return (a >= 0 && b >= 0 && a + b >= 129) || (a <= 0 && b <= 0 && a + b <= -129); }
+
+/// A weight the kernel multiplies: its values, dims, and how its reduction dimension is laid out.
+struct Weight {
+  std::vector<int64_t> values;
+  std::vector<int64_t> dims;
+  enum Layout { ConvMCk, MatrixKN, MatrixNK } layout = MatrixKN;
+  int64_t group = 1;
+};
+
+Pairs countPairs(const Weight& w) {
+  Pairs p;
+  const auto& d = w.dims;
+  auto count = [&](int64_t k, auto at) {  // pairs (2j, 2j+1) of one output along a reduction of k
+    for (int64_t j = 0; j + 1 < k; j += 2, ++p.total) p.saturable += saturable(at(j), at(j + 1));
+  };
+  if (w.layout == Weight::ConvMCk) {
+    const int64_t m = d[0], cg = d[1];
+    int64_t positions = 1;
+    for (size_t i = 2; i < d.size(); ++i) positions *= d[i];
+    if (cg == 1 && m / w.group == 1) return p;  // depthwise: no pairs
+    for (int64_t oc = 0; oc < m; ++oc)
+      count(positions * cg, [&](int64_t k) { return w.values[static_cast<size_t>(oc * cg * positions + (k % cg) * positions + k / cg)]; });
+    return p;
+  }
+  const size_t r = d.size();
+  const int64_t rows = r >= 2 ? d[r - 2] : d[0], cols = r >= 2 ? d[r - 1] : 1;
+  int64_t batches = 1;
+  for (size_t i = 0; i + 2 < r; ++i) batches *= d[i];
+  const bool kn = w.layout == Weight::MatrixKN;
+  const int64_t k = kn ? rows : cols, n = kn ? cols : rows;
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t col = 0; col < n; ++col)
+      count(k, [&](int64_t i) { return w.values[static_cast<size_t>(b * rows * cols + (kn ? i * cols + col : col * cols + i))]; });
+  return p;
+}
+
+/// The int8 constant weight `v`, or nullopt.
+std::optional<Weight> int8Weight(const ir::Value* v, Weight::Layout layout, int64_t group) {
+  if (!v || !v->isConstant() || v->initializer()->data_type() != TensorProto::INT8) return std::nullopt;
+  std::string why;
+  auto values = ir::readInts(*v->initializer(), &why);
+  if (!values) return std::nullopt;
+  Weight w{std::move(*values), ir::dimsOf(*v->initializer()), layout, group};
+  if (w.dims.empty() || (layout == Weight::ConvMCk && (w.dims.size() < 3 || group <= 0 || w.dims[0] % group)))
+    return std::nullopt;
+  return w;
+}
+
+/// The type of a quantized operand of a QOp node: its zero point's, else the value's.
+int32_t operandType(const ir::Node& n, size_t data, size_t zp) {
+  if (const ir::Value* z = n.input(zp); z && z->isConstant()) return z->initializer()->data_type();
+  return n.input(data) ? n.input(data)->elemType() : 0;
+}
+
+/// The weight a u8 x s8 kernel would multiply at node `n`, or nullopt when none would run.
+std::optional<Weight> u8s8Weight(ir::Node& n) {
+  const int64_t group = n.attrInt("group", 1);
+  if (n.is("QLinearConv") || n.is("QLinearMatMul") || n.is("ConvInteger") || n.is("MatMulInteger")) {
+    const bool qlinear = n.opType().rfind("QLinear", 0) == 0;
+    const size_t w = qlinear ? 3 : 1;
+    if (operandType(n, 0, 2) != TensorProto::UINT8) return std::nullopt;
+    const bool conv = n.opType().find("Conv") != std::string::npos;
+    return int8Weight(n.input(w), conv ? Weight::ConvMCk : Weight::MatrixKN, group);
+  }
+  std::string why;
+  if (n.is("Conv")) {
+    auto g = selectConvGroup(n, &why);
+    if (!g || g->w.params.elem_type != TensorProto::INT8) return std::nullopt;
+    return int8Weight(g->w.quantized(), Weight::ConvMCk, group);
+  }
+  if (n.is("MatMul") || n.is("Gemm")) {
+    auto x = dequantizedInput(n, 0, "A", &why);
+    auto w = dequantizedInput(n, 1, "B", &why);
+    if (!x || !w || w->params.elem_type != TensorProto::INT8) return std::nullopt;
+    const bool nk = n.is("Gemm") && n.attrInt("transB", 0) != 0;
+    return int8Weight(w->quantized(), nk ? Weight::MatrixNK : Weight::MatrixKN, 1);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void checkSaturation(ir::Model& model, PassContext& ctx) {
+  int64_t nodes = 0, flagged = 0, pairs = 0;
+  for (const auto& owned : model.graph.nodes()) {
+    ir::Node& n = *owned;
+    auto w = u8s8Weight(n);
+    if (!w) continue;
+    ++nodes;
+    const Pairs p = countPairs(*w);
+    if (p.saturable == 0) continue;
+    ++flagged;
+    pairs += p.saturable;
+    ctx.warn(n.label(), fmt::format("{} of {} weight pairs can saturate onnxruntime's u8 x s8 kernel on x86 CPUs "
+                                    "without VNNI; --weight-type uint8 computes exactly on every CPU",
+                                    p.saturable, p.total));
+  }
+  if (flagged)
+    ctx.warn(ctx.path(), fmt::format("{} of {} u8 x s8 nodes ({} weight pairs) can saturate onnxruntime's x86 kernels "
+                                     "on CPUs without VNNI (AVX2, AVX-512 without VNNI), where their results may be off "
+                                     "by many steps: convert with --weight-type uint8 for exact results on every CPU "
+                                     "(docs/onnxruntime-cpu.md)",
+                                     flagged, nodes, pairs));
+}
+
+}  // namespace qconv

@@ -1,0 +1,161 @@
+// shift-types: 8-bit tensors stored in the other 8-bit type, their zero points moved by 128.
+//
+// Before:  w:int8 -> DQ(s, z:int8)                   x -> Q(s, zx:int8) -> x_q:int8 -> DQ(s, zx)
+// After:   w + 128:uint8 -> DQ(s, z + 128:uint8)      x -> Q(s, zx + 128:uint8) -> x_q:uint8 -> DQ(s, zx + 128)
+//   (and the same for QLinearConv / QLinearMatMul / ConvInteger / MatMulInteger operands)
+//
+// q - z is unchanged for every element, so every real value and every result is the same: the
+// shift is exact by construction. It exists for runtimes whose kernels differ by type:
+// onnxruntime's x86 u8 x s8 kernels saturate on CPUs without VNNI, its u8 x u8 ones do not
+// (docs/onnxruntime-cpu.md). --weight-type moves weights (groups whose sources are all constant
+// initializers), --activation-type the others. No kernel takes int8 activations with uint8
+// weights, so --weight-type uint8 alone moves activations to uint8 too, and --activation-type
+// int8 alone moves weights to int8 (run() refuses the two flags asking for that pair).
+//
+// The unit is a group (shift_group.h): 8-bit tensors joined by data-movement ops. A group moves
+// when all of these hold (select_shift.cpp); otherwise it stays, with a warning naming the
+// tensor and the requirement that failed:
+//   1. all its tensors are int8 or uint8, one type;
+//   2. each is written by a QuantizeLinear, a QLinearConv/QLinearMatMul output, a
+//      data-movement op, or nothing (a graph input, a constant initializer);
+//   3. each is read at a quantized-data slot of DequantizeLinear, QLinearConv, QLinearMatMul,
+//      ConvInteger or MatMulInteger, or at a data input of a data-movement op, and by no subgraph;
+//   4. every zero point of those slots is a constant, or absent (0).
+// Graph inputs and outputs keep their types: an input moves through DQ(1, 0) -> Q(1, +-128) right
+// after it, an output moves back right before it (integers in float: exact).
+#include <fmt/format.h>
+
+#include <map>
+#include <tuple>
+
+#include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/action_util.h"
+#include "qconv/passes/quant_slots.h"
+#include "qconv/passes/shift_group.h"
+#include "qconv/pipeline/pass.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+using onnx::TensorProto;
+
+/// Shifted copies of constants, made once per (constant, target type).
+class Shifted {
+ public:
+  explicit Shifted(ir::Graph& g) : g_(g) {}
+
+  /// `v`'s values plus delta, as `to`; v null: the scalar delta (an absent zero point, 0).
+  ir::Value* of(const ir::Value* v, int32_t to) {
+    auto key = std::make_tuple(v, to);
+    if (auto it = made_.find(key); it != made_.end()) return it->second;
+    const int64_t delta = to == TensorProto::UINT8 ? 128 : -128;
+    std::vector<int64_t> dims, values{0};
+    if (v) {
+      std::string why;
+      auto read = ir::readInts(*v->initializer(), &why);
+      QCONV_ASSERT(read, "shift-types: constant '{}' was selected but cannot be read: {}", v->name(), why);
+      values = std::move(*read);
+      dims = ir::dimsOf(*v->initializer());
+    }
+    for (auto& x : values) x += delta;
+    ir::Value* made = g_.addInitializer(v ? v->name() : "zero_point", ir::makeIntTensor(to, dims, values));
+    made_.emplace(key, made);
+    return made;
+  }
+
+  /// A scalar integer constant of type `t`.
+  ir::Value* scalar(int32_t t, int64_t value) {
+    return g_.addInitializer("shift_zero_point", ir::makeIntTensor(t, {}, {value}));
+  }
+
+ private:
+  ir::Graph& g_;
+  std::map<std::tuple<const ir::Value*, int32_t>, ir::Value*> made_;
+};
+
+/// Insert before `before`: DQ(v, 1, z_from) -> Q(1, z_to): v's integers moved from z_from to z_to.
+ir::Node* converter(ir::Graph& g, Shifted& c, ir::Value* v, int32_t from, int32_t to, ir::Node* before) {
+  ir::Value* one = g.addInitializer("shift_scale", ir::makeFloatTensor({}, {1.0f}));
+  const int64_t delta = to == TensorProto::UINT8 ? 128 : -128;
+  ir::Node* dq = g.createNode("DequantizeLinear", "", {v, one, c.scalar(from, 0)}, 1, before);
+  ir::Node* q = g.createNode("QuantizeLinear", "", {dq->output(0), one, c.scalar(to, delta)}, 1, before);
+  q->output(0)->setElemType(to);
+  return q;
+}
+
+/// The rewrite: every value, zero point and quantizer of the group moves from g.type to `to`.
+void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
+  ir::Node* first = graph.nodes().front().get();
+  for (ir::Value* v : g.values) {
+    const std::vector<ir::Use> uses = v->uses();
+    if (v->isConstant()) {  // a weight: its values move
+      ir::Value* moved = c.of(v, to);
+      for (const ir::Use& u : uses) graph.setInput(u.node, static_cast<size_t>(u.index), moved);
+      graph.pruneIfDead(v);
+    } else if (!v->producer()) {  // a graph input keeps its type: moved right after it
+      ir::Node* q = converter(graph, c, v, g.type, to, first);
+      for (const ir::Use& u : uses) graph.setInput(u.node, static_cast<size_t>(u.index), q->output(0));
+    } else if (v->isGraphOutput()) {  // a graph output keeps its type: moved back right before it
+      ir::Node* p = v->producer();
+      const int slot = v->producerSlot();
+      ir::Node* back = converter(graph, c, v, to, g.type, nullptr);
+      graph.takeOutput(back, 0, v);
+      ir::Value* inner = p->output(static_cast<size_t>(slot));
+      inner->setElemType(to);
+      graph.setInput(back->inputs()[0]->producer(), 0, inner);
+      for (const ir::Use& u : uses) graph.setInput(u.node, static_cast<size_t>(u.index), inner);
+    } else {
+      v->setElemType(to);
+    }
+  }
+  for (auto [n, slot] : g.zero_points) {
+    ir::Value* old = n->input(static_cast<size_t>(slot));
+    graph.setInput(n, static_cast<size_t>(slot), c.of(old, to));
+    if (old) graph.pruneIfDead(old);
+  }
+  for (ir::Node* q : g.quantizers)
+    for (auto& a : *q->mutableProto().mutable_attribute())
+      if (a.name() == "output_dtype") a.set_i(to);
+}
+
+}  // namespace
+
+void shiftTypes(ir::Model& model, PassContext& ctx) {
+  int32_t weight_to = ctx.options().weight_type, activation_to = ctx.options().activation_type;
+  const bool implied_activations = weight_to == TensorProto::UINT8 && activation_to == 0;
+  const bool implied_weights = activation_to == TensorProto::INT8 && weight_to == 0;
+  if (implied_activations) activation_to = TensorProto::UINT8;
+  if (implied_weights) weight_to = TensorProto::INT8;
+  if (!weight_to && !activation_to) return;
+
+  ir::Graph& graph = model.graph;
+  Shifted shifted(graph);
+  std::set<const ir::Value*> seen;
+  for (ir::Node* n : graph.nodeSnapshot()) {
+    if (!graph.isAlive(n)) continue;
+    std::vector<ir::Value*> seeds;
+    for (const auto& s : quantSlots(*n))
+      seeds.push_back(s.output ? n->output(static_cast<size_t>(s.data)) : n->input(static_cast<size_t>(s.data)));
+    for (ir::Value* seed : seeds) {
+      if (!seed || seen.count(seed) || !graph.isAlive(n)) continue;
+      ShiftGroup g = selectShiftGroup(seed, seen);
+      const int32_t to = g.weight ? weight_to : activation_to;
+      if (!to || g.type == to || !g.eight_bit) continue;
+      const char* kind = g.weight ? "weight" : "activation";
+      if (!g.why.empty()) {
+        ctx.warn(seed->name(), fmt::format("{} not stored as {}: {}", kind, ir::typeName(to), g.why));
+        continue;
+      }
+      shiftGroup(graph, shifted, g, to);
+      ctx.count(fmt::format("{}s stored as {}", kind, ir::typeName(to)));
+      if ((g.weight && implied_weights) || (!g.weight && implied_activations))
+        ctx.note(*n, fmt::format("{} {} stored as {} too: onnxruntime has no kernel for int8 activations with uint8 "
+                                 "weights", kind, seed->name(), ir::typeName(to)));
+    }
+  }
+}
+
+}  // namespace qconv
