@@ -18,6 +18,7 @@ import reference  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUSION_ROWS: list[tuple] = []
+SATURATION_ROWS: list[tuple] = []
 
 
 EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")  # the README's bundled model
@@ -188,9 +189,14 @@ def quantized(tmp_path_factory):
 
 
 def pytest_terminal_summary(terminalreporter):
+    tr = terminalreporter
+    if SATURATION_ROWS:
+        tr.write_sep("-", "saturation warnings judged by the emulated x86 u8 x s8 kernel (test_saturation.py)")
+        tr.write_line(f"{'model':<42} {'u8s8 ops':>8} {'warned':>7} {'differ':>7} {'false alarms':>13} {'missed':>7}")
+        for row in SATURATION_ROWS:
+            tr.write_line(f"{row[0]:<42} {row[1]:>8} {row[2]:>7} {row[3]:>7} {row[4]:>13} {row[5]:>7}")
     if not FUSION_ROWS:
         return
-    tr = terminalreporter
     tr.write_sep("-", "fused ops: qconv vs onnxruntime's offline fusion (ORT_ENABLE_EXTENDED)")
     tr.write_line(f"{'model':<42} {'target':<7} {'in model':>8} {'qconv':>6} {'onnxruntime':>12} {'max |diff|/step':>16}"
                   f" {'differ (reference)':>19}")

@@ -61,7 +61,15 @@ class Walk {
     const ir::Value* z = n->input(static_cast<size_t>(slot));
     if (!z) return;
     if (!z->isConstant()) return fail(fmt::format("{}: its zero point is not a constant", n->label()));
-    type(z->initializer()->data_type(), fmt::format("{}'s zero point", n->label()));
+    const int32_t t = z->initializer()->data_type();
+    type(t, fmt::format("{}'s zero point", n->label()));
+    std::string why;
+    auto values = ir::isInt8Like(t) ? ir::readInts(*z->initializer(), &why) : std::nullopt;
+    if (!ir::isInt8Like(t)) return;
+    if (!values) return fail(fmt::format("{}: its zero point cannot be read: {}", n->label(), why));
+    auto [lo, hi] = ir::intRange(t);
+    for (int64_t v : *values)
+      if (v < lo || v > hi) return fail(fmt::format("{}: its zero point {} is out of the {} range", n->label(), v, ir::typeName(t)));
   }
 
   void visitProducer(ir::Value* v) {  // (2)
@@ -88,7 +96,7 @@ class Walk {
       }
       return;
     }
-    fail(fmt::format("{} ({}) writes {}, and has no zero point to move", p->label(), p->opType(), v->name()));
+    g_.foreign_written.push_back(v);  // e.g. a contrib op: moved by a converter after it
   }
 
   void visitReaders(ir::Value* v) {  // (3)
@@ -106,8 +114,7 @@ class Walk {
         zeroPoint(n, s->zero_point);
         continue;
       }
-      fail(fmt::format("{} ({}) reads {} as input {}, with no zero point to move", n->label(), n->opType(), v->name(),
-                       u.index));
+      g_.foreign_readers.push_back(u);  // e.g. a Cast: it gets the old type back through a converter
     }
   }
 

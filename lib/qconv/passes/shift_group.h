@@ -17,6 +17,8 @@ struct ShiftGroup {
   std::vector<ir::Value*> values;                      // each once
   std::vector<std::pair<ir::Node*, int>> zero_points;  // (node, zero point input slot)
   std::vector<ir::Node*> quantizers;                   // QuantizeLinear nodes writing a value
+  std::vector<ir::Use> foreign_readers;  // reads with no zero point (a Cast, a contrib op): get the old type back
+  std::vector<ir::Value*> foreign_written;  // written by such an op: moved right after it
   int32_t type = 0;                                    // onnx::TensorProto INT8 or UINT8; 0 unknown
   bool weight = true;  // every source is a constant initializer (else an activation)
   bool eight_bit = true;  // false: some tensor is of another type (an int32 bias): not a group to shift

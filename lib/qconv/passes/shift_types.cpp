@@ -16,15 +16,16 @@
 // when all of these hold (select_shift.cpp); otherwise it stays, with a warning naming the
 // tensor and the requirement that failed:
 //   1. all its tensors are int8 or uint8, one type;
-//   2. each is written by a QuantizeLinear, a QLinearConv/QLinearMatMul output, a
-//      data-movement op, or nothing (a graph input, a constant initializer);
-//   3. each is read at a quantized-data slot of DequantizeLinear, QLinearConv, QLinearMatMul,
-//      ConvInteger or MatMulInteger, or at a data input of a data-movement op, and by no subgraph;
-//   4. every zero point of those slots is a constant, or absent (0).
-// Graph inputs and outputs keep their types: an input moves through DQ(1, 0) -> Q(1, +-128) right
-// after it, an output moves back right before it (integers in float: exact).
+//   2. no subgraph reads any of them;
+//   3. every zero point of the quantized-data slots that read or write them (quant_slots.h) is
+//      a constant, or absent (0).
+// What has no zero point to move keeps its type: a graph input, or a tensor written by another
+// op, moves through DQ(1, 0) -> Q(1, +-128) right after it; a graph output, or a read by another
+// op (a Cast, a contrib op), gets the old type back through the reverse converter right before
+// it (integers in float: exact).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -86,18 +87,33 @@ ir::Node* converter(ir::Graph& g, Shifted& c, ir::Value* v, int32_t from, int32_
   return q;
 }
 
+bool foreign(const std::vector<ir::Value*>& vs, const ir::Value* v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); }
+bool foreign(const std::vector<ir::Use>& us, const ir::Use& u) {
+  return std::any_of(us.begin(), us.end(), [&](const ir::Use& x) { return x.node == u.node && x.index == u.index; });
+}
+
+/// The node after `n` in the graph's order (null: `n` is last).
+ir::Node* nextNode(const ir::Graph& g, const ir::Node* n) {
+  for (auto it = g.nodes().begin(); it != g.nodes().end(); ++it)
+    if (it->get() == n) return ++it == g.nodes().end() ? nullptr : it->get();
+  return nullptr;
+}
+
 /// The rewrite: every value, zero point and quantizer of the group moves from g.type to `to`.
 void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
   ir::Node* first = graph.nodes().front().get();
+  std::vector<ir::Value*> kept;  // values that keep the old type (a converter after them)
   for (ir::Value* v : g.values) {
     const std::vector<ir::Use> uses = v->uses();
     if (v->isConstant()) {  // a weight: its values move
       ir::Value* moved = c.of(v, to);
       for (const ir::Use& u : uses) graph.setInput(u.node, static_cast<size_t>(u.index), moved);
       graph.pruneIfDead(v);
-    } else if (!v->producer()) {  // a graph input keeps its type: moved right after it
-      ir::Node* q = converter(graph, c, v, g.type, to, first);
-      for (const ir::Use& u : uses) graph.setInput(u.node, static_cast<size_t>(u.index), q->output(0));
+    } else if (!v->producer() || foreign(g.foreign_written, v)) {  // keeps its type: moved right after it
+      kept.push_back(v);
+      ir::Node* q = converter(graph, c, v, g.type, to, v->producer() ? nextNode(graph, v->producer()) : first);
+      for (const ir::Use& u : uses)
+        if (!foreign(g.foreign_readers, u)) graph.setInput(u.node, static_cast<size_t>(u.index), q->output(0));
     } else if (v->isGraphOutput()) {  // a graph output keeps its type: moved back right before it
       ir::Node* p = v->producer();
       const int slot = v->producerSlot();
@@ -110,6 +126,11 @@ void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
     } else {
       v->setElemType(to);
     }
+  }
+  for (const ir::Use& u : g.foreign_readers) {  // the old type back, right before the reader
+    if (foreign(kept, u.node->input(static_cast<size_t>(u.index)))) continue;  // it reads the unmoved value
+    ir::Node* back = converter(graph, c, u.node->input(static_cast<size_t>(u.index)), to, g.type, u.node);
+    graph.setInput(u.node, static_cast<size_t>(u.index), back->output(0));
   }
   for (auto [n, slot] : g.zero_points) {
     ir::Value* old = n->input(static_cast<size_t>(slot));

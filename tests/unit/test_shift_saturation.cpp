@@ -1,0 +1,126 @@
+// shift-types and check-saturation on small graphs: zero points and values moved by 128,
+// boundaries kept, the weight pairs counted in onnxruntime's packing order, and the messages.
+#include <catch2/catch.hpp>
+
+#include "model_builder.h"
+
+using namespace qtest;
+
+namespace {
+
+std::string run(qconv::ir::Model& m, qconv::PassOptions options, std::vector<std::string>* warnings = nullptr) {
+  Reporter r(options);
+  qconv::pairQdq(m, r.ctx);
+  qconv::shiftTypes(m, r.ctx);
+  qconv::checkSaturation(m, r.ctx);
+  if (warnings) *warnings = r.ctx.warnings();
+  return r.text.str();
+}
+
+qconv::PassOptions types(int32_t weight, int32_t activation) {
+  qconv::PassOptions o;
+  o.weight_type = weight;
+  o.activation_type = activation;
+  return o;
+}
+
+/// One int8 QLinearConv-ready QDQ conv whose weights are `w` ([M, C, 1, k]) and group `group`.
+ModelBuilder pairsModel(int64_t m, int64_t c, int64_t k, int64_t group, const std::vector<int64_t>& w) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, c, 1, 8});
+  b.floats("s", {}, {0.1f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.ints("wz", TensorProto::INT8, {}, {0});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  b.node("DequantizeLinear", {"x_q", "s", "z"}, {"x_dq"}, "dq_x");
+  b.ints("w", TensorProto::INT8, {m, c / group, 1, k}, w);
+  b.node("DequantizeLinear", {"w", "s", "wz"}, {"w_dq"}, "dq_w");
+  auto& conv = b.node("Conv", {"x_dq", "w_dq"}, {"conv_y"}, "conv_1");
+  setInt(conv, "group", group);
+  b.node("QuantizeLinear", {"conv_y", "s", "z"}, {"y_q"}, "q_y");
+  b.node("DequantizeLinear", {"y_q", "s", "z"}, {"y"}, "dq_y");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("shift-types: uint8 weights move values and zero points by 128, and int8 activations follow") {
+  ConvSpec spec;
+  spec.x_type = spec.y_type = TensorProto::INT8;
+  spec.x_zp = spec.y_zp = -5;
+  spec.per_channel = true;
+  auto m = convModel(spec).build();
+  run(m, types(TensorProto::UINT8, 0));
+  auto* dqw = nodesOf(m.graph, "DequantizeLinear")[1];
+  REQUIRE(dqw->name() == "dq_w");
+  REQUIRE(dqw->input(0)->initializer()->data_type() == TensorProto::UINT8);
+  auto w = intsOf(dqw->input(0));
+  REQUIRE(w[0] == -3 + 128);
+  REQUIRE(w[1] == -2 + 128);
+  REQUIRE(intsOf(dqw->input(2)) == std::vector<int64_t>{128, 128, 128});
+  auto* qx = nodesOf(m.graph, "QuantizeLinear")[0];
+  REQUIRE(qx->input(2)->initializer()->data_type() == TensorProto::UINT8);
+  REQUIRE(intsOf(qx->input(2)) == std::vector<int64_t>{0 + 128});  // convModel gives int8 x zero point 0
+  REQUIRE(qx->output(0)->elemType() == TensorProto::UINT8);
+  // the int32 bias is no 8-bit tensor: untouched, no warning
+  auto* dqb = nodesOf(m.graph, "DequantizeLinear")[2];
+  REQUIRE(dqb->input(0)->initializer()->data_type() == TensorProto::INT32);
+}
+
+TEST_CASE("shift-types: nothing asked, nothing moved; int8 activations alone bring int8 weights") {
+  ConvSpec spec;
+  spec.w_type = TensorProto::UINT8;
+  auto m = convModel(spec).build();
+  run(m, {});
+  REQUIRE(nodesOf(m.graph, "DequantizeLinear")[1]->input(0)->initializer()->data_type() == TensorProto::UINT8);
+  run(m, types(0, TensorProto::INT8));
+  auto* dqw = nodesOf(m.graph, "DequantizeLinear")[1];
+  REQUIRE(dqw->input(0)->initializer()->data_type() == TensorProto::INT8);
+  REQUIRE(intsOf(dqw->input(2)) == std::vector<int64_t>{3 - 128});
+  REQUIRE(intsOf(nodesOf(m.graph, "QuantizeLinear")[0]->input(2)) == std::vector<int64_t>{128 - 128});
+}
+
+TEST_CASE("shift-types: a non-constant zero point keeps the group, and the warning says why") {
+  ConvSpec spec;
+  spec.x_type = spec.y_type = TensorProto::INT8;
+  spec.y_zp = 0;
+  auto b = convModel(spec);
+  b.input("zp_in", TensorProto::INT8, {});
+  for (auto& n : *b.graph().mutable_node())
+    if (n.name() == "dq_y") n.set_input(2, "zp_in");
+  auto m = b.build();
+  std::vector<std::string> warnings;
+  run(m, types(0, TensorProto::UINT8), &warnings);
+  REQUIRE(warnings == std::vector<std::string>{"y_q: activation not stored as uint8: dq_y: its zero point is not a constant"});
+}
+
+TEST_CASE("check-saturation: pairs in kernel-position-major order, same sign, |w0 + w1| >= 129") {
+  // M=1, C=3, kernel 1x2: K order (position, channel) = w[c0,p0] w[c1,p0] | w[c2,p0] w[c0,p1] | w[c1,p1] w[c2,p1]
+  // weights by [c][p]: c0 = {100, 29}, c1 = {29, -100}, c2 = {-60, -69}
+  // pairs: (100, 29) = 129 saturates; (-60, 29) mixed; (-100, -69) = -169 saturates
+  auto m = pairsModel(1, 3, 2, 1, {100, 29, 29, -100, -60, -69}).build();
+  std::vector<std::string> warnings;
+  run(m, {}, &warnings);
+  REQUIRE(warnings.size() == 2);
+  REQUIRE(warnings[0] == "conv_1: 2 of 3 weight pairs can saturate onnxruntime's u8 x s8 kernel on x86 CPUs without "
+                         "VNNI; --weight-type uint8 computes exactly on every CPU");
+  REQUIRE(warnings[1].find("1 of 1 u8 x s8 nodes (2 weight pairs) can saturate") != std::string::npos);
+  // 128 does not: 255 * 128 fits int16
+  auto fits = pairsModel(1, 2, 1, 1, {100, 28}).build();
+  run(fits, {}, &warnings);
+  REQUIRE(warnings.empty());
+}
+
+TEST_CASE("check-saturation: depthwise convs have no pairs; uint8 weights none either") {
+  auto dw = pairsModel(2, 2, 2, 2, {127, 127, 127, 127}).build();  // group 2: one channel in, one out
+  std::vector<std::string> warnings;
+  run(dw, {}, &warnings);
+  REQUIRE(warnings.empty());
+  auto m = pairsModel(1, 2, 1, 1, {127, 127}).build();
+  run(m, types(TensorProto::UINT8, 0), &warnings);
+  REQUIRE(warnings.empty());
+  auto again = pairsModel(1, 2, 1, 1, {127, 127}).build();
+  run(again, {}, &warnings);
+  REQUIRE(warnings.size() == 2);
+}
