@@ -111,7 +111,8 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize", "; IR after lower-qgemm",
                        "; IR after fold-producers", "; IR after lower-primitive-qdq",
                        "; IR after lower-integer-ops", "; IR after pair-qdq",
-                       "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fix-bias-scale"]
+                       "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fix-bias-scale",
+                       "; IR after shift-types", "; IR after check-saturation"]
     assert "= QLinearConv(" in r.stdout
 
 

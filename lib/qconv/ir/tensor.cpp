@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -121,6 +122,65 @@ bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* wh
     done += static_cast<uint64_t>(r);
   }
   return true;
+}
+
+ByteStream::ByteStream(const TensorProto& t, std::string& buffer) : buffer_(buffer) {
+  if (t.data_type() != TensorProto::INT8 && t.data_type() != TensorProto::UINT8) {
+    why_ = fmt::format("tensor is {}, not int8 or uint8", typeName(t.data_type()));
+    return;
+  }
+  auto n = numElements(t);
+  if (!n) {
+    why_ = "tensor has invalid dims";
+    return;
+  }
+  size_ = *n;
+  uint64_t length = 0;
+  if (t.data_location() == TensorProto::EXTERNAL) {
+    if (!externalSource(t, &fd_, &offset_, &length)) {
+      why_ = "tensor is stored as external data that was not resolved";
+      return;
+    }
+  } else if (t.has_raw_data()) {
+    raw_ = &t.raw_data();
+    length = raw_->size();
+  } else {
+    if (t.int32_data_size() != size_) {
+      why_ = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), size_);
+      return;
+    }
+    converted_.resize(static_cast<size_t>(size_));
+    for (int64_t i = 0; i < size_; ++i) converted_[static_cast<size_t>(i)] = static_cast<char>(t.int32_data(static_cast<int>(i)));
+    raw_ = &converted_;
+    length = converted_.size();
+  }
+  if (length != static_cast<uint64_t>(size_)) why_ = fmt::format("tensor holds {} bytes, dims need {}", length, size_);
+}
+
+const uint8_t* ByteStream::next(size_t n) {
+  if (!ok() || pos_ + n > static_cast<uint64_t>(size_)) return nullptr;
+  const uint64_t at = pos_;
+  pos_ += n;
+  if (raw_) return reinterpret_cast<const uint8_t*>(raw_->data()) + at;
+  if (filled_ == 0 || at < buffer_start_ || at + n > buffer_start_ + filled_) {  // refill from `at`
+    constexpr uint64_t kBlock = uint64_t{1} << 20;
+    const uint64_t want = std::min<uint64_t>(std::max<uint64_t>(kBlock, n), static_cast<uint64_t>(size_) - at);
+    if (buffer_.size() < want) buffer_.resize(want);
+    buffer_start_ = at;
+    filled_ = 0;
+    uint64_t done = 0;
+    while (done < want) {
+      const ssize_t r = pread(fd_, buffer_.data() + done, want - done, static_cast<off_t>(offset_ + at + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        why_ = fmt::format("cannot read tensor bytes: {}", r < 0 ? sysError() : "the file is shorter");
+        return nullptr;
+      }
+      done += static_cast<uint64_t>(r);
+    }
+    filled_ = want;
+  }
+  return reinterpret_cast<const uint8_t*>(buffer_.data()) + (at - buffer_start_);
 }
 
 bool loadExternal(TensorProto& t, std::string* why) {

@@ -59,6 +59,34 @@ bool isFileBacked(const onnx::TensorProto& t);
 /// Read a file-backed tensor's bytes (pread). False, with *why, otherwise.
 bool readExternalBytes(const onnx::TensorProto& t, std::string* bytes, std::string* why);
 
+/// Sequential reader of a tensor of one byte per element (INT8, UINT8), so that a weight of any
+/// size is read in bounded memory: raw_data in place, a file-backed tensor through a buffer
+/// refilled 1 MiB at a time (pread), int32_data converted once.
+class ByteStream {
+ public:
+  /// Nothing to read (ok() false, why() says so) for another type or malformed storage.
+  /// `buffer` holds file bytes; one buffer can serve many streams, one after the other.
+  ByteStream(const onnx::TensorProto& t, std::string& buffer);
+  bool ok() const { return why_.empty(); }
+  const std::string& why() const { return why_; }
+  int64_t size() const { return size_; }
+  /// The next `n` elements' bytes, valid until the next call; nullptr past the end, or when
+  /// the file cannot be read (why() then says so).
+  const uint8_t* next(size_t n);
+
+ private:
+  std::string why_;
+  int64_t size_ = 0;
+  uint64_t pos_ = 0;          // elements served
+  const std::string* raw_ = nullptr;
+  std::string converted_;     // int32_data as bytes
+  int fd_ = -1;
+  uint64_t offset_ = 0;       // of the tensor in the file
+  std::string& buffer_;       // file bytes [buffer_start_, buffer_start_ + filled_)
+  uint64_t buffer_start_ = 0;
+  uint64_t filled_ = 0;
+};
+
 /// Make a file-backed tensor an inline one (its bytes read into raw_data). False, with
 /// *why, when they cannot be read.
 bool loadExternal(onnx::TensorProto& t, std::string* why);

@@ -20,6 +20,8 @@
 // Each node with such pairs gets one warning with the count and the remedy; a summary follows.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/conv_group.h"
 #include "qconv/passes/qdq_select.h"
@@ -36,52 +38,114 @@ struct Pairs {
   int64_t total = 0;
 };
 
-bool saturable(int64_t a, int64_t b) { return (a >= 0 && b >= 0 && a + b >= 129) || (a <= 0 && b <= 0 && a + b <= -129); }
+bool saturable(int8_t a, int8_t b) { return a + b >= 129 || a + b <= -129; }
 
-/// A weight the kernel multiplies: its values, dims, and how its reduction dimension is laid out.
+/// Where the pairs are in a run of weights read in order: every element i whose mask is set
+/// (the mask repeats with `period`) pairs with element i + stride, in the same period.
+struct PairPattern {
+  size_t period = 2;
+  size_t stride = 1;
+  std::vector<uint8_t> mask;  // one period
+};
+
+/// Saturable pairs of a run of `count` elements (a whole number of periods) of `in`, read a
+/// block of whole periods at a time: |a + b| >= 129, which only two weights of one sign reach
+/// (127 + -1 = 126). The inner loop vectorizes.
+std::optional<Pairs> countRun(ir::ByteStream& in, size_t count, const PairPattern& pp, std::vector<uint8_t>& mask) {
+  Pairs p;
+  const size_t block = std::max<size_t>(1, (size_t{1} << 20) / pp.period) * pp.period;
+  const size_t size = std::min(block, count);
+  if (size == 0) return p;
+  if (mask.size() < size) mask.resize(size);
+  std::copy_n(pp.mask.begin(), std::min(pp.period, size), mask.begin());
+  for (size_t filled = pp.period; filled < size; filled *= 2)  // the period repeated, by doubling
+    std::copy_n(mask.begin(), std::min(filled, size - filled), mask.begin() + static_cast<std::ptrdiff_t>(filled));
+  size_t ones = 0;
+  for (uint8_t m : pp.mask) ones += m;
+  for (size_t done = 0; done < count;) {
+    const size_t len = std::min(block, count - done);
+    const auto* x = reinterpret_cast<const int8_t*>(in.next(len));
+    if (!x) return std::nullopt;
+    for (size_t i = 0; i + pp.stride < len;) {
+      const size_t end = std::min(len - pp.stride, i + 32768);  // 16-bit counts cannot overflow
+      uint16_t c = 0;
+      for (; i < end; ++i)  // |s| >= 129 <=> s + 128 outside [0, 256]
+        c = static_cast<uint16_t>(c + (mask[i] & (static_cast<uint16_t>(x[i] + x[i + pp.stride] + 128) > 256)));
+      p.saturable += c;
+    }
+    p.total += static_cast<int64_t>(len / pp.period * ones);
+    done += len;
+  }
+  return p;
+}
+
+/// A weight the kernel multiplies: its tensor, dims, and how its reduction dimension is laid out.
 struct Weight {
-  std::vector<int64_t> values;
+  const onnx::TensorProto* tensor = nullptr;
   std::vector<int64_t> dims;
   enum Layout { ConvMCk, MatrixKN, MatrixNK } layout = MatrixKN;
   int64_t group = 1;
 };
 
-Pairs countPairs(const Weight& w) {
-  Pairs p;
+PairPattern pattern(size_t period, size_t stride, size_t paired) {  // mask: the first `paired` of each period
+  PairPattern pp{period, stride, std::vector<uint8_t>(period, 0)};
+  for (size_t i = 0; i < paired; ++i) pp.mask[i] = 1;
+  return pp;
+}
+
+/// The pairs of `w`, read once, in bounded memory; nullopt when its bytes cannot be read.
+struct Scratch {
+  std::string bytes;           // file bytes (ByteStream)
+  std::vector<uint8_t> mask;   // pair masks (countRun)
+};
+
+std::optional<Pairs> countPairs(const Weight& w, Scratch& scratch) {
+  ir::ByteStream in(*w.tensor, scratch.bytes);
   const auto& d = w.dims;
-  auto count = [&](int64_t k, auto at) {  // pairs (2j, 2j+1) of one output along a reduction of k
-    for (int64_t j = 0; j + 1 < k; j += 2, ++p.total) p.saturable += saturable(at(j), at(j + 1));
-  };
-  if (w.layout == Weight::ConvMCk) {
-    const int64_t m = d[0], cg = d[1];
-    int64_t positions = 1;
-    for (size_t i = 2; i < d.size(); ++i) positions *= d[i];
-    if (cg == 1 && m / w.group == 1) return p;  // depthwise: no pairs
-    for (int64_t oc = 0; oc < m; ++oc)
-      count(positions * cg, [&](int64_t k) { return w.values[static_cast<size_t>(oc * cg * positions + (k % cg) * positions + k / cg)]; });
+  const size_t total = static_cast<size_t>(in.size());
+  if (w.layout == Weight::ConvMCk) {  // per output channel: K = position * Cg + channel
+    const auto m = static_cast<size_t>(d[0]), cg = static_cast<size_t>(d[1]);
+    size_t np = 1;
+    for (size_t i = 2; i < d.size(); ++i) np *= static_cast<size_t>(d[i]);
+    if (cg == 1 && m / static_cast<size_t>(w.group) == 1) return Pairs{};  // depthwise: no pairs
+    if (cg % 2 == 0) return countRun(in, total, pattern(2 * np, np, np), scratch.mask);  // channels (c, c+1) at each position
+    Pairs p;  // odd channel count: pairs straddle positions (a first conv on RGB)
+    const size_t k = cg * np;
+    for (size_t oc = 0; oc < m; ++oc) {
+      const auto* r = reinterpret_cast<const int8_t*>(in.next(k));
+      if (!r) return std::nullopt;
+      auto at = [&](size_t i) { return r[(i % cg) * np + i / cg]; };
+      for (size_t j = 0; j + 1 < k; j += 2, ++p.total) p.saturable += saturable(at(j), at(j + 1));
+    }
     return p;
   }
   const size_t r = d.size();
-  const int64_t rows = r >= 2 ? d[r - 2] : d[0], cols = r >= 2 ? d[r - 1] : 1;
-  int64_t batches = 1;
-  for (size_t i = 0; i + 2 < r; ++i) batches *= d[i];
-  const bool kn = w.layout == Weight::MatrixKN;
-  const int64_t k = kn ? rows : cols, n = kn ? cols : rows;
-  for (int64_t b = 0; b < batches; ++b)
-    for (int64_t col = 0; col < n; ++col)
-      count(k, [&](int64_t i) { return w.values[static_cast<size_t>(b * rows * cols + (kn ? i * cols + col : col * cols + i))]; });
+  const auto rows = static_cast<size_t>(r >= 2 ? d[r - 2] : d[0]), cols = static_cast<size_t>(r >= 2 ? d[r - 1] : 1);
+  if (w.layout == Weight::MatrixNK) {  // [N, K]: consecutive pairs within each row
+    PairPattern pp = pattern(cols % 2 ? cols : 2, 1, 0);
+    for (size_t j = 0; j + 1 < pp.period; j += 2) pp.mask[j] = 1;
+    return countRun(in, total, pp, scratch.mask);
+  }
+  Pairs p;  // [..., K, N]: rows (k, k+1), column by column; an odd last row of each batch alone
+  const size_t batches = total / (rows * cols);
+  for (size_t b = 0; b < batches; ++b) {
+    auto part = countRun(in, (rows - rows % 2) * cols, pattern(2 * cols, cols, cols), scratch.mask);
+    if (!part) return std::nullopt;
+    p.saturable += part->saturable;
+    p.total += part->total;
+    if (rows % 2 && !in.next(cols)) return std::nullopt;
+  }
   return p;
 }
 
 /// The int8 constant weight `v`, or nullopt.
 std::optional<Weight> int8Weight(const ir::Value* v, Weight::Layout layout, int64_t group) {
   if (!v || !v->isConstant() || v->initializer()->data_type() != TensorProto::INT8) return std::nullopt;
-  std::string why;
-  auto values = ir::readInts(*v->initializer(), &why);
-  if (!values) return std::nullopt;
-  Weight w{std::move(*values), ir::dimsOf(*v->initializer()), layout, group};
+  Weight w{v->initializer(), ir::dimsOf(*v->initializer()), layout, group};
   if (w.dims.empty() || (layout == Weight::ConvMCk && (w.dims.size() < 3 || group <= 0 || w.dims[0] % group)))
     return std::nullopt;
+  for (int64_t x : w.dims)
+    if (x <= 0) return std::nullopt;
   return w;
 }
 
@@ -121,12 +185,18 @@ std::optional<Weight> u8s8Weight(ir::Node& n) {
 
 void checkSaturation(ir::Model& model, PassContext& ctx) {
   int64_t nodes = 0, flagged = 0, pairs = 0;
+  Scratch scratch;
   for (const auto& owned : model.graph.nodes()) {
     ir::Node& n = *owned;
     auto w = u8s8Weight(n);
     if (!w) continue;
     ++nodes;
-    const Pairs p = countPairs(*w);
+    const auto counted = countPairs(*w, scratch);
+    if (!counted) {
+      ctx.note(n, "weight pairs not counted: its weight cannot be read");
+      continue;
+    }
+    const Pairs p = *counted;
     if (p.saturable == 0) continue;
     ++flagged;
     pairs += p.saturable;
