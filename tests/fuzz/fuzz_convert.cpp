@@ -107,7 +107,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     qconv::ir::Model model = qconv::io::importModel(std::move(in), kPath);
     qconv::validateModel(model, kPath);
     qconv::PassManager pm(qconv::pipelineFor(qconv::Format::Qop));
-    qconv::PassContext ctx(log, qconv::PassOptions{true, true}, kPath);
+    // every third input also moves 8-bit tensors to the other type (shift-types), both ways
+    qconv::PassOptions options{true, true};
+    if (size % 3 == 1) options.weight_type = onnx::TensorProto::UINT8;
+    if (size % 3 == 2) options.activation_type = onnx::TensorProto::INT8;
+    qconv::PassContext ctx(log, options, kPath);
     pm.run(model, ctx, nullptr);
     onnx::ModelProto out = qconv::io::exportModel(model);
     writeBothWays(out);

@@ -132,6 +132,24 @@ def ort_agrees(path: str, xs: list[np.ndarray], step: float, want: list[np.ndarr
     return "saturating"
 
 
+def executed(path: str, xs: list[np.ndarray], tolerance: float = 0.0, float_sums: bool = False) -> list[np.ndarray]:
+    """The first output of `path` for each input under the reference, which judges; onnxruntime
+    (optimizations off) must give the same: bit for bit (elementwise float ops and Q/DQ); to
+    float rounding with float_sums (a float Conv/MatMul output: the reference sums in float64);
+    or within `tolerance` of the reference or of its saturating emulation (ort_agrees)."""
+    got = reference.outputs(path, xs)
+    if tolerance:
+        ort_agrees(path, xs, tolerance, got)
+        return got
+    for a, b in zip(got, outputs(session(path), xs)):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if float_sums:
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(a))))
+        else:
+            assert np.array_equal(a, b, equal_nan=True)
+    return got
+
+
 def judge_qdq(src: str, dst: str, xs: list[np.ndarray], twin: str | None = None) -> None:
     """A QDQ output under the reference: bit-identical to its input (or to `twin`, the standard
     model a dialect input stands for). onnxruntime, the second judge, gives the twin's numbers

@@ -19,7 +19,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import models
-from conftest import op_counts, outputs, run_qconv, session, tie_inputs
+import reference
+from conftest import executed, op_counts, run_qconv, tie_inputs
 
 aidge_core = pytest.importorskip("aidge_core")
 
@@ -154,7 +155,7 @@ def test_aidge_integer_export_matches_aidge(kind, export, mode, tmp_path):
             assert sum("rebuilt with absolute scales" in a for a in listed) == convs, listed
         if fmt == "qop":  # every conv reading a quantized input is fused
             assert op_counts(dst).get("QLinearConv", 0) == convs - (0 if rescale_inputs else 1)
-        differ, total = differences(want, outputs(session(dst), xs))
+        differ, total = differences(want, executed(dst, xs))
         # Aidge's executor requantizes by multiplying with 1/S where its export writes
         # QuantizeLinear(acc, S), a division: the two can round apart on near-ties, by one step.
         assert differ <= max(1, total // 100), f"{differ} of {total} values differ from Aidge"
@@ -196,7 +197,7 @@ def test_aidge_export_without_input_rescaling_converts_to_runnable_onnx(tmp_path
             acc += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 16, j:j + 16], w[:, :, i, j])
     acc += b.reshape(1, -1, 1, 1)
     want = np.clip(np.round(acc.astype(np.float32) / divisor), -128, 127).astype(np.int8)
-    np.testing.assert_array_equal(outputs(session(dst), [x])[0], want)
+    np.testing.assert_array_equal(executed(dst, [x])[0], want)
 
 
 @pytest.mark.parametrize("kind", ["two_convs", "cnn"])
@@ -228,7 +229,7 @@ def test_aidge_expanded_export_matches_aidge(kind, tmp_path):
                 assert sum("written as QuantizeLinear" in a for a in listed) == convs + 1  # input and each conv
                 if fmt == "qop":
                     assert counts.get("QLinearConv", 0) == convs
-            differ, total = differences(want, outputs(session(dst), xs))
+            differ, total = differences(want, executed(dst, xs))
             if mode == "exact" and kind == "two_convs":
                 assert differ == 0  # Aidge's executor and the export agree here: bit-identical
             assert differ <= max(1, total // 100), f"{differ} of {total} values differ from Aidge"
@@ -304,5 +305,5 @@ def test_aidge_qlinearconv_export_form_is_kept_and_its_weights_folded(fmt, tmp_p
     kinds = {t.name: t.data_type for t in out.graph.initializer}
     assert kinds["w_q"] == TensorProto.INT8 and kinds["b_q"] == TensorProto.INT32
     xs = tie_inputs(11, 0.02, (1, 3, 8, 8), spread=100)
-    for got, want in zip(outputs(session(dst), xs), outputs(session(src), xs)):
+    for got, want in zip(executed(dst, xs), reference.outputs(src, xs)):
         np.testing.assert_array_equal(got, want)

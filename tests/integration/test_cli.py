@@ -14,8 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import models
-from conftest import (EXAMPLE, max_abs_diff, op_counts, output_step, outputs, qconv_bin, run_qconv,
-                      run_traced, save_external, session)
+from conftest import EXAMPLE, judge_qop, op_counts, qconv_bin, run_qconv, run_traced, save_external
 
 CASE = ("small_cnn", True, "uint8")
 USAGE, BAD_INPUT, UNSUPPORTED, OUTPUT = 2, 3, 4, 5
@@ -148,8 +147,7 @@ def test_a_refused_group_stays_in_qdq_form_and_stays_correct(quantized, tmp_path
     counts = op_counts(dst)
     assert counts["QLinearConv"] == 2 and counts["Conv"] == 1
     xs = models.sample_inputs(models.small_cnn(), 4, seed=3)
-    want, got = outputs(session(src, "extended"), xs), outputs(session(dst, "disable"), xs)
-    assert max_abs_diff(want, got) <= output_step(src) * 1.0001
+    judge_qop(src, dst, xs)
 
 
 def test_metadata_and_doc_strings_survive(quantized, tmp_path):
@@ -180,8 +178,7 @@ def test_bundled_example_converts_and_matches_onnxruntime(tmp_path):
     assert r.returncode == 0, r.stderr
     assert op_counts(dst).get("QLinearConv", 0) == 3 and op_counts(dst).get("Conv", 0) == 0
     xs = models.sample_inputs(models.small_cnn(), 4, seed=11)
-    want, got = outputs(session(src, "extended"), xs), outputs(session(dst, "disable"), xs)
-    assert max_abs_diff(want, got) <= output_step(src) * 1.0001
+    judge_qop(src, dst, xs)
 
 
 def external_copy(tmp_path) -> str:

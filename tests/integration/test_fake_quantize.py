@@ -11,7 +11,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import op_counts, outputs, run_qconv, session, tie_inputs
+from conftest import executed, op_counts, run_qconv, tie_inputs
 
 F32 = np.float32
 DOMAIN = "org.openvinotoolkit"
@@ -61,7 +61,7 @@ def test_fake_quantize_emulation_is_exact(case, tmp_path):
     onnx.checker.check_model(out, full_check=True)
     assert "fq_1: FakeQuantize emulated exactly with float ops" in r.stderr
     xs = xs_for(float((ih - il) / (levels - 1)), 9)
-    for x, got in zip(xs, outputs(session(dst), xs)):
+    for x, got in zip(xs, executed(dst, xs)):
         np.testing.assert_array_equal(got, twin(x, il, ih, ol, oh, levels))
 
 
@@ -80,7 +80,7 @@ def test_fake_quantize_approximated_as_qdq_is_listed(case, tmp_path):
     assert op_counts(dst).get("QuantizeLinear", 0) == 1
     step = float((ih - il) / (levels - 1))
     xs = xs_for(step, 10)
-    for x, got in zip(xs, outputs(session(dst), xs)):
+    for x, got in zip(xs, executed(dst, xs)):
         assert float(np.max(np.abs(got - twin(x, il, ih, ol, oh, levels)))) <= step * 1.0001
 
 
@@ -93,7 +93,7 @@ def test_fake_quantize_per_channel_approximated(tmp_path):
     assert r.returncode == 0, r.stderr
     q = next(n for n in onnx.load(dst).graph.node if n.op_type == "QuantizeLinear")
     assert [a.i for a in q.attribute if a.name == "axis"] == [1]
-    for x, got in zip(xs_for(0.05, 11), outputs(session(dst), xs_for(0.05, 11))):
+    for x, got in zip(xs_for(0.05, 11), executed(dst, xs_for(0.05, 11))):
         assert np.all(np.abs(got - twin(x, il, ih, il, ih, 256)) <= s * 1.0001)
 
 
@@ -105,7 +105,7 @@ def test_fake_quantize_with_differing_output_range_is_not_approximated(tmp_path)
     assert r.returncode == 0, r.stderr
     assert "fq_1: FakeQuantize emulated exactly with float ops (output range differs from input range)" in r.stderr
     x = xs_for(0.01, 12)
-    np.testing.assert_array_equal(outputs(session(dst), x)[0], twin(x[0], il, ih, ol, oh, 256))
+    np.testing.assert_array_equal(executed(dst, x)[0], twin(x[0], il, ih, ol, oh, 256))
 
 
 def test_fake_quantize_with_one_level_is_refused(tmp_path):

@@ -13,7 +13,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from conftest import ROOT, op_counts, outputs, run_qconv, session
+import reference
+from conftest import ROOT, executed, op_counts, run_qconv, session
 
 SRC = os.path.join(ROOT, "test_data", "nncf", "two_conv_fq.onnx")
 RECORDED = os.path.join(ROOT, "test_data", "nncf", "two_conv_fq_torch.npz")
@@ -108,7 +109,7 @@ def test_nncf_export_converts_exactly(fmt, twin, tmp_path):
     onnx.checker.check_model(out, full_check=True)
     assert r.stderr.count("FakeQuantize emulated exactly with float ops") == 4
     xs, _ = recorded_inputs()
-    for got, want in zip(outputs(session(dst), xs), outputs(session(twin), xs)):
+    for got, want in zip(executed(dst, xs, float_sums=True), reference.outputs(twin, xs)):
         np.testing.assert_array_equal(got, want)
 
 
@@ -123,7 +124,7 @@ def test_nncf_export_approximated_as_qdq_is_listed_and_within_a_step(twin, tmp_p
     # takes y of x's type, so c1 stays Q/DQ, and the tool says why
     assert "/c1/Conv: not fused: x is int8 but the output is uint8" in r.stderr
     xs, _ = recorded_inputs()
-    got, want = outputs(session(dst), xs), outputs(session(twin), xs)
+    got, want = executed(dst, xs, float_sums=True), reference.outputs(twin, xs)
     # Q/DQ rounds x / s, as NNCF's own kernels do: a tied weight moves by one step against the
     # twin; the float output (no quantizer on it) moves by at most one step of q_relu through
     # c2 (step * sum|w| < 0.05), against the twin and against NNCF's recorded outputs alike

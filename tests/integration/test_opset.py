@@ -7,7 +7,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import models
-from conftest import outputs, run_qconv, session
+import reference
+from conftest import executed, run_qconv
 
 USAGE, UNSUPPORTED = 2, 4
 
@@ -53,7 +54,7 @@ def test_opset_is_redeclared_when_no_operator_changed(tmp_path, src_opset, targe
     assert r.returncode == 0, r.stderr
     assert declared(dst) == target
     xs = [np.random.default_rng(3).normal(0, 3, (1, 3, 4, 4)).astype(np.float32)]
-    np.testing.assert_array_equal(outputs(session(dst), xs)[0], outputs(session(src), xs)[0])
+    np.testing.assert_array_equal(executed(dst, xs)[0], reference.outputs(src, xs)[0])
 
 
 def test_an_attribute_the_older_version_lacks_is_refused_by_name(tmp_path):

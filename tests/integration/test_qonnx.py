@@ -10,7 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import max_abs_diff, op_counts, outputs, run_qconv, session
+import reference
+from conftest import executed, judge_qop, op_counts, run_qconv
 
 
 def assert_same_values(a: list[np.ndarray], b: list[np.ndarray]) -> None:
@@ -90,7 +91,7 @@ def test_qonnx_quant_lowers_exactly(domain, tmp_path):
     assert counts.get("Quant", 0) == 0
     assert counts["QuantizeLinear"] == 3  # activations; the weight quantizers folded into initializers
     onnx.checker.check_model(onnx.load(qdq), full_check=True)
-    assert_same_values(outputs(session(twin), xs), outputs(session(qdq), xs))
+    assert_same_values(reference.outputs(twin, xs), executed(qdq, xs))
 
     qop = str(tmp_path / "qop.onnx")
     r = run_qconv("convert", src, qop, "--format", "qop")
@@ -101,7 +102,7 @@ def test_qonnx_quant_lowers_exactly(domain, tmp_path):
     assert op_counts(qop).get("QLinearConv", 0) == 1
     assert "conv_1: not fused: x is int8 but the output is uint8" in r.stderr
     assert [n.op_type for n in onnx.load(qop).graph.node][-2:] == ["Clip", "DequantizeLinear"]
-    assert max_abs_diff(outputs(session(qdq, "extended"), xs), outputs(session(qop), xs)) <= 0.05 * 1.0001
+    judge_qop(qdq, qop, xs, step=0.05)
 
 
 def test_qonnx_twin_matches_qonnx_own_executor(tmp_path):
@@ -114,7 +115,7 @@ def test_qonnx_twin_matches_qonnx_own_executor(tmp_path):
     onnx.save(build(DOMAIN, twin=True), twin)
     x = np.random.default_rng(5).normal(0, 2, (1, 3, 8, 8)).astype(np.float32)
     want = qonnx.execute_onnx(m, {"input": x})["output"]
-    got = outputs(session(twin), [x])[0]
+    got = reference.outputs(twin, [x])[0]
     assert np.allclose(want, got, atol=1e-6)
 
 
@@ -158,7 +159,7 @@ def test_every_quant_matches_qonnx_executor(mode, bits, signed, narrow, zp, tmp_
     xs = [rng.normal(0, 30, (4, 64)).astype(np.float32),
           ((np.round(rng.normal(0, 200, (4, 64))) + 0.5) * 0.25).astype(np.float32) * np.float32(1.0),  # ties
           (np.round(rng.normal(0, 200, (4, 64))) * 0.125).astype(np.float32)]                     # ties and integers
-    got = outputs(session(dst), xs)
+    got = executed(dst, xs)
     for x, g in zip(xs, got):
         want = qonnx_exec.execute_onnx(ModelWrapper(m), {"x": x})["y"]
         assert_same_values([want.astype(np.float32)], [g])
@@ -183,7 +184,7 @@ def test_bipolar_quant_matches_qonnx_executor(domain, tmp_path):
     x = np.random.default_rng(2).normal(0, 1, (4, 16)).astype(np.float32)
     x[0, :4] = [0.0, -0.0, 1e-30, -1e-30]  # the edges of x >= 0
     want = qonnx_exec.execute_onnx(ModelWrapper(m), {"x": x})["y"]
-    got = outputs(session(dst), [x])[0]
+    got = executed(dst, [x])[0]
     assert np.array_equal(want.view(np.uint32), got.view(np.uint32))  # bit for bit
 
 

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import models
-from conftest import outputs, run_qconv, session, tie_inputs
+from conftest import executed, run_qconv, tie_inputs
 from test_dialects import check_standard_forms
 
 F32 = np.float32
@@ -90,7 +90,7 @@ def test_vai_quantizer_matches_its_formula(method, rng_name, z, tmp_path):
     if not standard:
         assert "fix_quant: vai::QuantizeLinear emulated exactly with float ops (no Q/DQ form:" in r.stderr
     xs = tie_inputs(100 + method, s, (4, 64), spread=40)
-    for x, got in zip(xs, outputs(session(dst), xs)):
+    for x, got in zip(xs, executed(dst, xs)):
         np.testing.assert_array_equal(got, vai_twin(x, lo, hi, s, z, method))
 
 
@@ -103,7 +103,7 @@ def test_vai_per_channel_with_axis(tmp_path):
     assert sum(n.op_type == "QuantizeLinear" for n in onnx.load(dst).graph.node) == 1
     x = (np.round(np.random.default_rng(3).normal(0, 100, (2, 3, 8))) / 8).astype(F32)
     want = np.stack([vai_twin(x[:, c], -128, 127, s[c], 0, -1) for c in range(3)], axis=1)
-    np.testing.assert_array_equal(outputs(session(dst), [x])[0], want)
+    np.testing.assert_array_equal(executed(dst, [x])[0], want)
 
 
 def as_vai(src: str, dst: str) -> int:

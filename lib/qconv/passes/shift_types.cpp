@@ -46,23 +46,33 @@ using onnx::TensorProto;
 /// Shifted copies of constants, made once per (constant, target type).
 class Shifted {
  public:
-  explicit Shifted(ir::Graph& g) : g_(g) {}
+  Shifted(ir::Graph& g, std::string path) : g_(g), path_(std::move(path)) {}
 
   /// `v`'s values plus delta, as `to`; v null: the scalar delta (an absent zero point, 0).
+  /// Moving an 8-bit value by 128 to the other 8-bit type flips its top bit: the bytes are
+  /// streamed through once (ir::ByteStream), so a weight costs its own size, not 8 times it.
   ir::Value* of(const ir::Value* v, int32_t to) {
     auto key = std::make_tuple(v, to);
     if (auto it = made_.find(key); it != made_.end()) return it->second;
-    const int64_t delta = to == TensorProto::UINT8 ? 128 : -128;
-    std::vector<int64_t> dims, values{0};
-    if (v) {
-      std::string why;
-      auto read = ir::readInts(*v->initializer(), &why);
-      QCONV_ASSERT(read, "shift-types: constant '{}' was selected but cannot be read: {}", v->name(), why);
-      values = std::move(*read);
-      dims = ir::dimsOf(*v->initializer());
+    auto t = std::make_unique<onnx::TensorProto>();
+    t->set_data_type(to);
+    std::string* raw = t->mutable_raw_data();
+    if (!v) {
+      raw->assign(1, static_cast<char>(0x80));
+    } else {
+      for (int64_t d : ir::dimsOf(*v->initializer())) t->add_dims(d);
+      ir::ByteStream in(*v->initializer(), buffer_);  // an I/O failure is the input's (exit 3), not ours
+      if (!in.ok()) throw Error(ExitCode::BadInput, fmt::format("{}: {}: {}", path_, v->name(), in.why()));
+      raw->reserve(static_cast<size_t>(in.size()));
+      for (int64_t left = in.size(); left > 0;) {
+        const size_t n = static_cast<size_t>(std::min<int64_t>(left, int64_t{1} << 20));
+        const uint8_t* bytes = in.next(n);
+        if (!bytes) throw Error(ExitCode::BadInput, fmt::format("{}: {}: {}", path_, v->name(), in.why()));
+        for (size_t i = 0; i < n; ++i) raw->push_back(static_cast<char>(bytes[i] ^ 0x80));
+        left -= static_cast<int64_t>(n);
+      }
     }
-    for (auto& x : values) x += delta;
-    ir::Value* made = g_.addInitializer(v ? v->name() : "zero_point", ir::makeIntTensor(to, dims, values));
+    ir::Value* made = g_.addInitializer(v ? v->name() : "zero_point", std::move(t));
     made_.emplace(key, made);
     return made;
   }
@@ -75,6 +85,8 @@ class Shifted {
  private:
   ir::Graph& g_;
   std::map<std::tuple<const ir::Value*, int32_t>, ir::Value*> made_;
+  std::string path_;
+  std::string buffer_;  // file bytes, for ir::ByteStream
 };
 
 /// Insert before `before`: DQ(v, 1, z_from) -> Q(1, z_to): v's integers moved from z_from to z_to.
@@ -153,7 +165,7 @@ void shiftTypes(ir::Model& model, PassContext& ctx) {
   if (!weight_to && !activation_to) return;
 
   ir::Graph& graph = model.graph;
-  Shifted shifted(graph);
+  Shifted shifted(graph, ctx.path());
   std::set<const ir::Value*> seen;
   for (ir::Node* n : graph.nodeSnapshot()) {
     if (!graph.isAlive(n)) continue;
