@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "model_builder.h"
+#include "qconv/ir/tensor.h"
 
 using namespace qtest;
 
@@ -123,4 +124,35 @@ TEST_CASE("check-saturation: depthwise convs have no pairs; uint8 weights none e
   auto again = pairsModel(1, 2, 1, 1, {127, 127}).build();
   run(again, {}, &warnings);
   REQUIRE(warnings.size() == 2);
+}
+
+TEST_CASE("ByteStream: raw_data in place, int32_data converted, other types and short storage refused") {
+  std::string buffer;
+  onnx::TensorProto raw;
+  raw.set_data_type(TensorProto::INT8);
+  raw.add_dims(4);
+  raw.set_raw_data(std::string("\x01\xff\x7f\x80", 4));
+  qconv::ir::ByteStream a(raw, buffer);
+  REQUIRE(a.ok());
+  REQUIRE(a.size() == 4);
+  const uint8_t* first = a.next(3);
+  REQUIRE(first);
+  REQUIRE(static_cast<int8_t>(first[1]) == -1);
+  REQUIRE(a.next(2) == nullptr);  // past the end
+  REQUIRE(a.next(1)[0] == 0x80);
+
+  onnx::TensorProto typed;
+  typed.set_data_type(TensorProto::INT8);
+  typed.add_dims(2);
+  typed.add_int32_data(-128);
+  typed.add_int32_data(127);
+  qconv::ir::ByteStream b(typed, buffer);
+  const uint8_t* v = b.next(2);
+  REQUIRE((v && static_cast<int8_t>(v[0]) == -128 && static_cast<int8_t>(v[1]) == 127));
+
+  onnx::TensorProto wide;
+  wide.set_data_type(TensorProto::INT32);
+  REQUIRE(qconv::ir::ByteStream(wide, buffer).why() == "tensor is int32, not int8 or uint8");
+  raw.add_dims(2);  // dims now need 8 bytes
+  REQUIRE(qconv::ir::ByteStream(raw, buffer).why() == "tensor holds 4 bytes, dims need 8");
 }
