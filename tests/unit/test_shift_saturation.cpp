@@ -156,3 +156,37 @@ TEST_CASE("ByteStream: raw_data in place, int32_data converted, other types and 
   raw.add_dims(2);  // dims now need 8 bytes
   REQUIRE(qconv::ir::ByteStream(raw, buffer).why() == "tensor holds 4 bytes, dims need 8");
 }
+
+TEST_CASE("check-saturation: every pair of int8 values, counted by the vector loop as by the formula") {
+  // all 65536 (a, b): |a + b| >= 129 for 8001 positive and 8256 negative pairs
+  std::vector<int64_t> kn(2 * 65536), mck(2 * 65536);
+  for (int64_t a = -128; a < 128; ++a)
+    for (int64_t b = -128; b < 128; ++b) {
+      const int64_t col = (a + 128) * 256 + (b + 128);
+      kn[static_cast<size_t>(col)] = a;  // row 0
+      kn[static_cast<size_t>(65536 + col)] = b;  // row 1
+      mck[static_cast<size_t>(2 * col)] = a;  // output channel col, channels 0 and 1
+      mck[static_cast<size_t>(2 * col + 1)] = b;
+    }
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, 2});
+  b.floats("s", {}, {0.1f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.ints("wz", TensorProto::INT8, {}, {0});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  b.node("DequantizeLinear", {"x_q", "s", "z"}, {"x_dq"}, "dq_x");
+  b.ints("w", TensorProto::INT8, {2, 65536}, kn);
+  b.node("DequantizeLinear", {"w", "s", "wz"}, {"w_dq"}, "dq_w");
+  b.node("MatMul", {"x_dq", "w_dq"}, {"y"}, "matmul_1");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  std::vector<std::string> warnings;
+  run(m, {}, &warnings);
+  REQUIRE(!warnings.empty());
+  REQUIRE(warnings[0].rfind("matmul_1: 16257 of 65536 weight pairs", 0) == 0);
+
+  auto conv = pairsModel(65536, 2, 1, 1, mck).build();
+  run(conv, {}, &warnings);
+  REQUIRE(!warnings.empty());
+  REQUIRE(warnings[0].rfind("conv_1: 16257 of 65536 weight pairs", 0) == 0);
+}
