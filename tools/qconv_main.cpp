@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
                       "store 8-bit activations as uint8 or int8, zero points moved by 128 (exact); graph inputs "
                       "and outputs keep their types")
       ->check(CLI::IsMember({"uint8", "int8"}));
+  bool no_saturation_check = false;
+  convert->add_flag("--no-saturation-check", no_saturation_check,
+                    "do not count the weight pairs onnxruntime's x86 u8 x s8 kernels can saturate (for CPUs known "
+                    "to compute them exactly: VNNI, ARM); saves reading every such weight once");
   convert->add_option("--opset", options.opset,
                       "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
                       "refused, naming the node, when an operator changed in between")
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
   auto typeOf = [](const std::string& t) { return t.empty() ? 0 : t == "uint8" ? 2 : 3; };  // TensorProto UINT8, INT8
   options.weight_type = typeOf(weight_type);
   options.activation_type = typeOf(activation_type);
+  options.check_saturation = !no_saturation_check;
   options.verbosity = quiet ? 0 : (verbose ? 2 : 1);
   const int code = qconv::run(options, std::cout, std::cerr);
 #ifdef QCONV_SANITIZED

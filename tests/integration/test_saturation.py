@@ -256,3 +256,12 @@ def test_every_type_combination_keeps_the_numbers(case, fmt, flags, quantized, t
         assert max_abs_diff(outputs(session(shifted), xs), got) <= step * 1.0001
     else:
         ort_agrees(shifted, xs, step, got)
+
+
+def test_no_saturation_check_skips_the_count(quantized, tmp_path):
+    src = quantized(("small_cnn", True, "uint8"))
+    r = run_qconv("convert", src, str(tmp_path / "a.onnx"), "--format", "qop")
+    assert len(warned(r.stderr)) == 3
+    r = run_qconv("convert", src, str(tmp_path / "b.onnx"), "--format", "qop", "--no-saturation-check")
+    assert r.returncode == 0 and not warned(r.stderr) and "saturate" not in r.stderr
+    assert open(tmp_path / "a.onnx", "rb").read() == open(tmp_path / "b.onnx", "rb").read()  # an analysis only

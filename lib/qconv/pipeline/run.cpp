@@ -76,7 +76,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   PassContext ctx(log,
                   PassOptions{options.raise_weight_scale, options.approximate, options.weight_type,
-                              options.activation_type},
+                              options.activation_type, options.check_saturation},
                   options.input);
 
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });
