@@ -190,3 +190,24 @@ TEST_CASE("check-saturation: every pair of int8 values, counted by the vector lo
   REQUIRE(!warnings.empty());
   REQUIRE(warnings[0].rfind("conv_1: 16257 of 65536 weight pairs", 0) == 0);
 }
+
+TEST_CASE("check-saturation: a com.microsoft QGemm kept as it is, with transB") {
+  ModelBuilder b;
+  b.input("a", TensorProto::UINT8, {1, 4});
+  b.floats("s", {}, {0.1f});
+  b.ints("az", TensorProto::UINT8, {}, {0});
+  b.ints("bz", TensorProto::INT8, {}, {0});
+  b.ints("w", TensorProto::INT8, {2, 4}, {100, 29, 1, 2, -60, -69, -100, -29});  // [N, K]: (100, 29), (1, 2), (-60, -69), (-100, -29)
+  auto& q = b.node("QGemm", {"a", "s", "az", "w", "s", "bz"}, {"y"}, "qgemm_1");
+  q.set_domain("com.microsoft");
+  setInt(q, "transB", 1);
+  b.output("y", TensorProto::FLOAT);
+  auto* op = b.proto().add_opset_import();
+  op->set_domain("com.microsoft");
+  op->set_version(1);
+  auto m = b.build();
+  Reporter r;
+  qconv::checkSaturation(m, r.ctx);
+  REQUIRE(!r.ctx.warnings().empty());
+  REQUIRE(r.ctx.warnings()[0].rfind("qgemm_1: 3 of 4 weight pairs", 0) == 0);
+}

@@ -12,7 +12,8 @@
 //                  a depthwise conv (one input and one output channel per group) runs on a
 //                  kernel without pairs.
 // Nodes checked, each counted once:
-//   1. QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger with uint8 x and a constant int8 w;
+//   1. QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, com.microsoft QGemm with uint8 x
+//      and a constant int8 w;
 //   2. QDQ groups onnxruntime fuses into those kernels: a Conv that fuse-qlinear-conv would
 //      fuse, a MatMul or Gemm whose input 0 comes from a DequantizeLinear; with a constant int8
 //      weight behind a DequantizeLinear, and int8 or uint8 activations (onnxruntime turns int8
@@ -66,6 +67,10 @@ std::optional<Weight> u8s8Weight(ir::Node& n) {
     if (operandType(n, 0, 2) != TensorProto::UINT8) return std::nullopt;
     const bool conv = n.opType().find("Conv") != std::string::npos;
     return int8Weight(n.input(w), conv ? PairLayout::ConvMCk : PairLayout::MatrixKN, group);
+  }
+  if (n.domain() == "com.microsoft" && n.opType() == "QGemm") {  // a QGemm lower-qgemm kept
+    if (operandType(n, 0, 2) != TensorProto::UINT8) return std::nullopt;
+    return int8Weight(n.input(3), n.attrInt("transB", 0) ? PairLayout::MatrixNK : PairLayout::MatrixKN, 1);
   }
   std::string why;
   if (n.is("Conv")) {
