@@ -91,3 +91,71 @@ def test_saturating_emulation_clamps_each_adjacent_pair():
     assert reference.integer_matmul(a, None, b2, None, emulate_u8s8=True)[0, 0] == 255 * (127 - 128 + 5)
     s8 = np.full((1, 3), 127, np.int8)
     assert reference.integer_matmul(s8, None, b, None, emulate_u8s8=True)[0, 0] == 127 * 300
+
+
+def _contrib_model(node, inputs, inits, out_type):
+    g = helper.make_graph([node], "contrib", inputs, [helper.make_tensor_value_info(node.output[0], out_type, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 7
+    return m
+
+
+@pytest.mark.parametrize("quantized_output", [False, True])
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_reference_qgemm_equals_onnxruntime_u8u8(quantized_output, trans_b, tmp_path):
+    """com.microsoft QGemm has no backend case: the reference is held to onnxruntime's own
+    kernel where it is exact on every CPU (uint8 x uint8): float output to float rounding,
+    quantized output within one step (onnxruntime requantizes in float32)."""
+    import onnxruntime as ort
+    rng = np.random.default_rng(9)
+    b = rng.integers(0, 256, (16, 24) if trans_b else (24, 16)).astype(np.uint8)
+    inits = [numpy_helper.from_array(np.float32(0.03), "a_s"), numpy_helper.from_array(np.uint8(120), "a_z"),
+             numpy_helper.from_array(b, "b"), numpy_helper.from_array(np.float32(0.02), "b_s"),
+             numpy_helper.from_array(np.uint8(131), "b_z"),
+             numpy_helper.from_array(rng.integers(-3000, 3000, 16).astype(np.int32), "c")]
+    names = ["a", "a_s", "a_z", "b", "b_s", "b_z", "c"]
+    if quantized_output:
+        inits += [numpy_helper.from_array(np.float32(0.7), "y_s"), numpy_helper.from_array(np.uint8(100), "y_z")]
+        names += ["y_s", "y_z"]
+    node = helper.make_node("QGemm", names, ["y"], domain="com.microsoft", alpha=0.75, transB=trans_b)
+    m = _contrib_model(node, [helper.make_tensor_value_info("a", TensorProto.UINT8, [8, 24])], inits,
+                       TensorProto.UINT8 if quantized_output else TensorProto.FLOAT)
+    path = str(tmp_path / "qgemm.onnx")
+    onnx.save(m, path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for seed in range(3):
+        a = np.random.default_rng(seed).integers(0, 256, (8, 24)).astype(np.uint8)
+        want = reference.run(m, a)[0]
+        got = sess.run(None, {"a": a})[0]
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if quantized_output:
+            assert np.abs(got.astype(np.int32) - want.astype(np.int32)).max() <= 1
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("op,dtype", [("QuantizeLinear", np.int16), ("QuantizeLinear", np.uint8),
+                                      ("DequantizeLinear", np.int8), ("DequantizeLinear", np.uint16)])
+def test_reference_contrib_qdq_equals_onnxruntime(op, dtype, tmp_path):
+    """com.microsoft QuantizeLinear / DequantizeLinear, per axis: the reference gives onnxruntime's
+    own kernel's numbers bit for bit (float ops only)."""
+    import onnxruntime as ort
+    rng = np.random.default_rng(2)
+    scale = np.array([0.5, 0.25, 0.125], np.float32)
+    zp = np.array([1, 0, 3], dtype)
+    node = helper.make_node(op, ["x", "s", "z"], ["y"], domain="com.microsoft", axis=1)
+    t_in = TensorProto.FLOAT if op == "QuantizeLinear" else onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    t_out = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype)) if op == "QuantizeLinear" else TensorProto.FLOAT
+    m = _contrib_model(node, [helper.make_tensor_value_info("x", t_in, [2, 3, 5])],
+                       [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")], t_out)
+    path = str(tmp_path / "qdq.onnx")
+    onnx.save(m, path)
+    if op == "QuantizeLinear":  # ties included
+        x = (np.round(rng.normal(0, 200, (2, 3, 5))) / 4).astype(np.float32)
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, (2, 3, 5), endpoint=True).astype(dtype)
+    want = reference.run(m, x)[0]
+    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
