@@ -46,7 +46,7 @@ ModelBuilder pairsModel(int64_t m, int64_t c, int64_t k, int64_t group, const st
 
 }  // namespace
 
-TEST_CASE("shift-types: uint8 weights move values and zero points by 128, and int8 activations follow") {
+TEST_CASE("shift-types: uint8 weights move values and zero points by 128 and int8 activations follow") {
   ConvSpec spec;
   spec.x_type = spec.y_type = TensorProto::INT8;
   spec.x_zp = spec.y_zp = -5;
@@ -69,7 +69,7 @@ TEST_CASE("shift-types: uint8 weights move values and zero points by 128, and in
   REQUIRE(dqb->input(0)->initializer()->data_type() == TensorProto::INT32);
 }
 
-TEST_CASE("shift-types: nothing asked, nothing moved; int8 activations alone bring int8 weights") {
+TEST_CASE("shift-types: nothing asked is nothing moved and int8 activations alone bring int8 weights") {
   ConvSpec spec;
   spec.w_type = TensorProto::UINT8;
   auto m = convModel(spec).build();
@@ -82,7 +82,7 @@ TEST_CASE("shift-types: nothing asked, nothing moved; int8 activations alone bri
   REQUIRE(intsOf(nodesOf(m.graph, "QuantizeLinear")[0]->input(2)) == std::vector<int64_t>{128 - 128});
 }
 
-TEST_CASE("shift-types: a non-constant zero point keeps the group, and the warning says why") {
+TEST_CASE("shift-types: a non-constant zero point keeps the group and the warning says why") {
   ConvSpec spec;
   spec.x_type = spec.y_type = TensorProto::INT8;
   spec.y_zp = 0;
@@ -96,7 +96,7 @@ TEST_CASE("shift-types: a non-constant zero point keeps the group, and the warni
   REQUIRE(warnings == std::vector<std::string>{"y_q: activation not stored as uint8: dq_y: its zero point is not a constant"});
 }
 
-TEST_CASE("check-saturation: pairs in kernel-position-major order, same sign, |w0 + w1| >= 129") {
+TEST_CASE("check-saturation: pairs in kernel-position-major order with one sign and |w0 + w1| >= 129") {
   // M=1, C=3, kernel 1x2: K order (position, channel) = w[c0,p0] w[c1,p0] | w[c2,p0] w[c0,p1] | w[c1,p1] w[c2,p1]
   // weights by [c][p]: c0 = {100, 29}, c1 = {29, -100}, c2 = {-60, -69}
   // pairs: (100, 29) = 129 saturates; (-60, 29) mixed; (-100, -69) = -169 saturates
@@ -113,7 +113,7 @@ TEST_CASE("check-saturation: pairs in kernel-position-major order, same sign, |w
   REQUIRE(warnings.empty());
 }
 
-TEST_CASE("check-saturation: depthwise convs have no pairs; uint8 weights none either") {
+TEST_CASE("check-saturation: depthwise convs have no pairs and uint8 weights none either") {
   auto dw = pairsModel(2, 2, 2, 2, {127, 127, 127, 127}).build();  // group 2: one channel in, one out
   std::vector<std::string> warnings;
   run(dw, {}, &warnings);
@@ -126,7 +126,7 @@ TEST_CASE("check-saturation: depthwise convs have no pairs; uint8 weights none e
   REQUIRE(warnings.size() == 2);
 }
 
-TEST_CASE("ByteStream: raw_data in place, int32_data converted, other types and short storage refused") {
+TEST_CASE("ByteStream: raw_data in place and int32_data converted while other types and short storage are refused") {
   std::string buffer;
   onnx::TensorProto raw;
   raw.set_data_type(TensorProto::INT8);
@@ -157,7 +157,7 @@ TEST_CASE("ByteStream: raw_data in place, int32_data converted, other types and 
   REQUIRE(qconv::ir::ByteStream(raw, buffer).why() == "tensor holds 4 bytes, dims need 8");
 }
 
-TEST_CASE("check-saturation: every pair of int8 values, counted by the vector loop as by the formula") {
+TEST_CASE("check-saturation: every pair of int8 values counted by the vector loop as by the formula") {
   // all 65536 (a, b): |a + b| >= 129 for 8001 positive and 8256 negative pairs
   std::vector<int64_t> kn(2 * 65536), mck(2 * 65536);
   for (int64_t a = -128; a < 128; ++a)
@@ -191,7 +191,7 @@ TEST_CASE("check-saturation: every pair of int8 values, counted by the vector lo
   REQUIRE(warnings[0].rfind("conv_1: 16257 of 65536 weight pairs", 0) == 0);
 }
 
-TEST_CASE("check-saturation: a com.microsoft QGemm kept as it is, with transB") {
+TEST_CASE("check-saturation: a com.microsoft QGemm kept as it is with transB") {
   ModelBuilder b;
   b.input("a", TensorProto::UINT8, {1, 4});
   b.floats("s", {}, {0.1f});
