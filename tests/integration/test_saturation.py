@@ -116,6 +116,9 @@ def test_uint8_weights_make_onnxruntime_exact_on_every_cpu(case, fmt, quantized,
     r2 = run_qconv("convert", src, shifted, "--format", fmt, "--weight-type", "uint8")
     assert r2.returncode == 0, r2.stderr
     assert not warned(r2.stderr)
+    again = str(tmp_path / "again.onnx")
+    assert run_qconv("convert", src, again, "--format", fmt, "--weight-type", "uint8").returncode == 0
+    assert open(again, "rb").read() == open(shifted, "rb").read()  # deterministic
     onnx.checker.check_model(onnx.load(shifted), full_check=True)
     m = onnx.load(shifted)
     inits = {t.name: t for t in m.graph.initializer}
