@@ -59,10 +59,7 @@ def differing_nodes(path: str, xs: list[np.ndarray]) -> set[str]:
     return found
 
 
-U8S8_CASES = [c for c in QUANT_CASES]
-
-
-@pytest.mark.parametrize("case", U8S8_CASES, ids=case_id)
+@pytest.mark.parametrize("case", QUANT_CASES, ids=case_id)
 def test_every_node_the_saturating_kernel_gets_wrong_is_warned(case, quantized, tmp_path):
     """uint8 models as they are; int8 models with --activation-type uint8 (what onnxruntime's
     own fusion does to them on x86). No node that the emulation computes differently from the

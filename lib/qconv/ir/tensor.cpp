@@ -103,6 +103,23 @@ bool isFileBacked(const TensorProto& t) {
   return externalSource(t, &fd, &offset, &length);
 }
 
+namespace {
+
+/// Read `length` bytes at `offset` into `out`, through short reads and EINTR. Empty on
+/// success, else why not (errno's text, or "the file is shorter").
+std::string preadFully(int fd, char* out, uint64_t length, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t r = pread(fd, out + done, length - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return r < 0 ? sysError() : "the file is shorter";
+    done += static_cast<uint64_t>(r);
+  }
+  return {};
+}
+
+}  // namespace
+
 bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* why) {
   int fd = -1;
   uint64_t offset = 0, length = 0;
@@ -111,15 +128,9 @@ bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* wh
     return false;
   }
   bytes->resize(length);
-  uint64_t done = 0;
-  while (done < length) {
-    const ssize_t r = pread(fd, bytes->data() + done, length - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      *why = fmt::format("cannot read external data: {}", r < 0 ? sysError() : "the file is shorter");
-      return false;
-    }
-    done += static_cast<uint64_t>(r);
+  if (std::string failed = preadFully(fd, bytes->data(), length, offset); !failed.empty()) {
+    *why = fmt::format("cannot read external data: {}", failed);
+    return false;
   }
   return true;
 }
@@ -168,15 +179,9 @@ const uint8_t* ByteStream::next(size_t n) {
     if (buffer_.size() < want) buffer_.resize(want);
     buffer_start_ = at;
     filled_ = 0;
-    uint64_t done = 0;
-    while (done < want) {
-      const ssize_t r = pread(fd_, buffer_.data() + done, want - done, static_cast<off_t>(offset_ + at + done));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        why_ = fmt::format("cannot read tensor bytes: {}", r < 0 ? sysError() : "the file is shorter");
-        return nullptr;
-      }
-      done += static_cast<uint64_t>(r);
+    if (std::string failed = preadFully(fd_, buffer_.data(), want, offset_ + at); !failed.empty()) {
+      why_ = fmt::format("cannot read tensor bytes: {}", failed);
+      return nullptr;
     }
     filled_ = want;
   }

@@ -49,8 +49,10 @@ class Walk {
 
   void type(int32_t t, const std::string& where) {  // (1) one 8-bit type
     if (t == 0) return;
-    if (!ir::isInt8Like(t)) g_.eight_bit = false;
-    if (!ir::isInt8Like(t)) return fail(fmt::format("{} is {}, not int8 or uint8", where, ir::typeName(t)));
+    if (!ir::isInt8Like(t)) {
+      g_.eight_bit = false;
+      return fail(fmt::format("{} is {}, not int8 or uint8", where, ir::typeName(t)));
+    }
     if (g_.type != 0 && g_.type != t) return fail(fmt::format("{} is {}, where the rest is {}", where, ir::typeName(t),
                                                               ir::typeName(g_.type)));
     g_.type = t;
@@ -63,9 +65,9 @@ class Walk {
     if (!z->isConstant()) return fail(fmt::format("{}: its zero point is not a constant", n->label()));
     const int32_t t = z->initializer()->data_type();
     type(t, fmt::format("{}'s zero point", n->label()));
-    std::string why;
-    auto values = ir::isInt8Like(t) ? ir::readInts(*z->initializer(), &why) : std::nullopt;
     if (!ir::isInt8Like(t)) return;
+    std::string why;
+    auto values = ir::readInts(*z->initializer(), &why);
     if (!values) return fail(fmt::format("{}: its zero point cannot be read: {}", n->label(), why));
     auto [lo, hi] = ir::intRange(t);
     for (int64_t v : *values)
