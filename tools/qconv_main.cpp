@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "qconv/diag.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/pass.h"
 #include "qconv/pipeline/run.h"
 
 int main(int argc, char** argv) {

@@ -30,8 +30,6 @@ struct ConstQuant {
   bool per_axis = false;
   int64_t axis = 0;  // as written (may be negative); meaningful when per_axis
   size_t size() const { return scale.size(); }
-  float scaleAt(size_t c) const { return scale[per_axis ? c : 0]; }
-  int64_t zeroPointAt(size_t c) const { return zero_point[per_axis ? c : 0]; }
 };
 
 /// Read the parameters of a Q or DQ node. nullopt with a reason ("scale is not constant", ...)

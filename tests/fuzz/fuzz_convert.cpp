@@ -1,4 +1,4 @@
-// libFuzzer harness: read + validate + every pass (the qop pipeline, with --approximate so every
+// libFuzzer harness: read + every pass (validate first) (the qop pipeline, with --approximate so every
 // rewrite can run) + emit + write + the checker, on mutated model bytes. Model data must only
 // ever give an Error of the input tiers (bad input, unsupported, usage); an internal error, a
 // crash, a sanitizer report, or a checker-valid input whose output the checker rejects is a bug.
@@ -25,7 +25,6 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/run.h"
-#include "qconv/pipeline/validate.h"
 
 namespace {
 
@@ -105,7 +104,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // as qconv convert: no checker before the pipeline, which must hold on any parsed model;
     // the checker judges the output, and the input only when the output fails
     qconv::ir::Model model = qconv::io::importModel(std::move(in), kPath);
-    qconv::validateModel(model, kPath);
     qconv::PassManager pm(qconv::pipelineFor(qconv::Format::Qop));
     // every third input also moves 8-bit tensors to the other type (shift-types), both ways
     qconv::PassOptions options{true, true};

@@ -1,5 +1,5 @@
 """--opset N: declare another ai.onnx opset in the output, only where no operator in the model
-changed in between (lib/qconv/io/opset_history.inc, generated from the onnx package's schemas).
+changed in between (lib/qconv/passes/opset_history.inc, generated from the onnx package's schemas).
 The judge is onnxruntime: the re-declared model loads and computes what the original does."""
 import numpy as np
 import onnx

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "qconv/ir/ir.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/pass.h"
 
 namespace qtest {
 

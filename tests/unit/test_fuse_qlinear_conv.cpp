@@ -53,13 +53,13 @@ TEST_CASE("DQ + DQ + DQ(bias) -> Conv -> Q becomes one QLinearConv with the docu
   REQUIRE(qc->input(5)->name() == "w_zp");
   REQUIRE(qc->input(6)->name() == "y_scale");
   REQUIRE(qc->input(7)->name() == "y_zp");
-  REQUIRE(qc->input(8)->name() == "b_dq");  // still float: fix-bias-scale runs next
+  REQUIRE(qc->input(8)->name() == "b");  // the int32 bias, already at x_scale*w_scale: valid as it is
   REQUIRE(qc->output(0)->name() == "y_q");  // keeps the Q's output and its readers
   REQUIRE(qc->output(0)->uses()[0].node->name() == "dq_y");
   REQUIRE(qc->attribute("pads"));
   REQUIRE(qc->attribute("kernel_shape"));
   // the activation and weight DQs nobody reads are gone; the input Q stays
-  REQUIRE(nodesOf(g, "DequantizeLinear").size() == 2);  // bias DQ (until fix-bias-scale) and dq_y
+  REQUIRE(nodesOf(g, "DequantizeLinear").size() == 1);  // dq_y: the bias DQ went with the fusion
   REQUIRE(nodesOf(g, "QuantizeLinear").size() == 1);
 }
 

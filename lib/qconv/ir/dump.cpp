@@ -47,11 +47,7 @@ void dump(const Graph& graph, std::ostream& os) {
     names[v.get()] = v->hasGeneratedName() ? fmt::format("{}#{}", v->name(), k++) : v->name();
   auto ref = [&](const Value* v) { return v ? "%" + names[v] : std::string("_"); };
   auto typed = [&](const Value* v) {
-    std::string s = ref(v) + ": " + typeName(v->elemType()) + shapeOf(v);
-    if (const auto& q = v->quant())
-      s += fmt::format(" {{quant {} scale={} zp={}{}}}", typeName(q->elem_type), ref(q->scale), ref(q->zero_point),
-                       q->per_axis ? fmt::format(" axis={}", q->axis) : "");
-    return s;
+    return ref(v) + ": " + typeName(v->elemType()) + shapeOf(v);
   };
 
   for (const Value* v : graph.inputs()) fmt::print(os, "input  {}\n", typed(v));

@@ -35,22 +35,13 @@ struct Use {
 };
 constexpr int kImplicitUse = -1;
 
-/// Quantization parameters of a quantized tensor, as read from the Q/DQ nodes next to it.
-/// scale and zero_point are the values feeding those nodes (zero_point may be null: 0).
-struct QuantParams {
-  class Value* scale = nullptr;
-  class Value* zero_point = nullptr;
-  int32_t elem_type = 0;  // onnx::TensorProto::DataType of the quantized tensor
-  bool per_axis = false;
-  int64_t axis = 0;  // meaningful when per_axis
-};
-
 class Value {
  public:
   const std::string& name() const { return name_; }
   bool hasGeneratedName() const { return generated_name_; }
 
   Node* producer() const { return producer_; }
+  /// The output slot of producer() that holds this value.
   int producerSlot() const { return producer_slot_; }
   const std::vector<Use>& uses() const { return uses_; }
   bool hasImplicitUses() const;
@@ -64,13 +55,9 @@ class Value {
   /// An initializer that is not also a graph input: its value cannot change at run time.
   bool isConstant() const { return initializer_ != nullptr && !graph_input_; }
   const onnx::TensorProto* initializer() const { return initializer_.get(); }
-  bool isOpaque() const { return opaque_; }
 
   /// The ValueInfoProto the model gave for this value (graph input/output or value_info).
   const onnx::ValueInfoProto* info() const { return info_.get(); }
-
-  const std::optional<QuantParams>& quant() const { return quant_; }
-  void setQuant(std::optional<QuantParams> q) { quant_ = std::move(q); }
 
  private:
   friend class Graph;
@@ -87,7 +74,6 @@ class Value {
   bool dropped_ = false;  // pruned: not emitted
   std::unique_ptr<onnx::TensorProto> initializer_;
   std::unique_ptr<onnx::ValueInfoProto> info_;
-  std::optional<QuantParams> quant_;
 };
 
 class Node {
@@ -100,7 +86,6 @@ class Node {
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
-  const std::vector<Value*>& implicitInputs() const { return implicit_inputs_; }
   /// Input slot i, or null when absent (past the end or an empty name).
   Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
   Value* output(size_t i) const { return i < outputs_.size() ? outputs_[i] : nullptr; }

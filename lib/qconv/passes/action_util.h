@@ -3,16 +3,40 @@
 
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "qconv/diag.h"
 
 #include "qconv/ir/ir.h"
 #include "qconv/ir/tensor.h"
-#include "qconv/pipeline/pass.h"
 
 namespace qconv {
 
 /// `zp` itself, or (when the Q/DQ omitted it) a new scalar 0 of `type`: QLinear ops require it.
 inline ir::Value* zeroPointOr(ir::Graph& graph, ir::Value* zp, int32_t type, const std::string& hint) {
   return zp ? zp : graph.addInitializer(hint, ir::makeIntTensor(type, {}, {0}));
+}
+
+/// One row of an operand layout: the new node's input comes from input `slot` of the group's
+/// source node `from` (an index into the action's list of sources). A zero point the source
+/// omits becomes a new scalar 0 of that source's quantized type (QLinear ops require it).
+struct OperandRow {
+  const char* name;
+  int from;
+  size_t slot;
+  bool zero_point;
+};
+
+/// The new node's inputs, row by row.
+template <size_t N>
+std::vector<ir::Value*> gatherOperands(ir::Graph& graph, const OperandRow (&rows)[N], const std::vector<ir::Node*>& from,
+                                       const std::vector<int32_t>& types) {
+  std::vector<ir::Value*> in;
+  for (const OperandRow& r : rows) {
+    ir::Value* v = from[static_cast<size_t>(r.from)]->input(r.slot);
+    in.push_back(r.zero_point ? zeroPointOr(graph, v, types[static_cast<size_t>(r.from)], r.name) : v);
+  }
+  return in;
 }
 
 /// Copy the attributes, name and doc_string of `from` onto `to`.
@@ -57,29 +81,12 @@ inline ir::Node* castToFloat(ir::Graph& graph, ir::Value* v, ir::Node* before) {
 /// `replacement` takes over `old`'s single output (its name and readers) and `old`'s node name;
 /// `old` goes, and so do the inputs nobody reads any more (e.g. a QONNX bit-width constant).
 inline void replaceNode(ir::Graph& graph, ir::Node& old, ir::Node* replacement) {
+  QCONV_ASSERT(old.output(0), "replaceNode: {} has no output (the driver offers no such node)", old.label());
   replacement->mutableProto().set_name(old.name());
   graph.takeOutput(replacement, 0, old.output(0));
   std::vector<ir::Value*> inputs = old.inputs();
   graph.destroyNode(&old);
   for (ir::Value* v : inputs) graph.pruneIfDead(v);
-}
-
-/// The driver every fusion pass shares: for each live node of `op_type`, `select` returns a
-/// group or leaves a reason (logged as a refusal naming the node); `rewrite` applies a group.
-template <typename Select, typename Rewrite>
-void selectAndRewrite(ir::Graph& graph, PassContext& ctx, const char* op_type, const char* counter, Select select,
-                      Rewrite rewrite) {
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || !n->is(op_type)) continue;
-    std::string why;
-    auto group = select(*n, &why);
-    if (!group) {
-      ctx.refuse(*n, why);
-      continue;
-    }
-    rewrite(graph, *group);
-    ctx.count(counter);
-  }
 }
 
 /// Replace the fake quantizer `n` (float in, float out) with QuantizeLinear(x, s, zp[, axis])

@@ -26,7 +26,7 @@
 #include "qconv/passes/conv_group.h"
 #include "qconv/passes/qdq_select.h"
 #include "qconv/passes/weight_pairs.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 
 namespace qconv {
 
@@ -88,36 +88,55 @@ std::optional<Weight> u8s8Weight(ir::Node& n) {
   return std::nullopt;
 }
 
+/// The rule: each node a u8 x s8 kernel would run is selected with its weight's pair count;
+/// the action warns when some pair can saturate. The rule keeps the totals for the summary.
+struct CheckSaturation {
+  struct Group {
+    ir::Node* node;
+    WeightPairs pairs;
+  };
+  int64_t nodes = 0, flagged = 0, pairs = 0;
+  PairScratch scratch;
+
+  bool root(const ir::Node& n) const {
+    for (const char* op : {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "Conv", "MatMul", "Gemm"})
+      if (n.is(op)) return true;
+    return n.domain() == "com.microsoft" && n.opType() == "QGemm";
+  }
+  std::string declined(const ir::Node&) const { return "weight pairs not counted"; }
+
+  Match<Group> select(ir::Node& n) {
+    auto w = u8s8Weight(n);
+    if (!w) return Match<Group>::none();
+    ++nodes;
+    const auto counted = countWeightPairs(*w->tensor, w->layout, w->group, scratch);
+    if (!counted) return Match<Group>::refuse("its weight cannot be read", Report::Detail);
+    if (counted->saturable == 0) return Match<Group>::none();
+    return Group{&n, *counted};
+  }
+
+  void rewrite(ir::Graph&, Group& g, PassContext& ctx) {
+    ++flagged;
+    pairs += g.pairs.saturable;
+    ctx.report(Report::Warning, *g.node,
+               fmt::format("{} of {} weight pairs can saturate onnxruntime's u8 x s8 kernel on x86 CPUs without VNNI; "
+                           "--weight-type uint8 computes exactly on every CPU",
+                           g.pairs.saturable, g.pairs.total));
+  }
+};
+
 }  // namespace
 
 void checkSaturation(ir::Model& model, PassContext& ctx) {
   if (!ctx.options().check_saturation) return;
-  int64_t nodes = 0, flagged = 0, pairs = 0;
-  PairScratch scratch;
-  for (const auto& owned : model.graph.nodes()) {
-    ir::Node& n = *owned;
-    auto w = u8s8Weight(n);
-    if (!w) continue;
-    ++nodes;
-    const auto counted = countWeightPairs(*w->tensor, w->layout, w->group, scratch);
-    if (!counted) {
-      ctx.note(n, "weight pairs not counted: its weight cannot be read");
-      continue;
-    }
-    const WeightPairs p = *counted;
-    if (p.saturable == 0) continue;
-    ++flagged;
-    pairs += p.saturable;
-    ctx.warn(n.label(), fmt::format("{} of {} weight pairs can saturate onnxruntime's u8 x s8 kernel on x86 CPUs "
-                                    "without VNNI; --weight-type uint8 computes exactly on every CPU",
-                                    p.saturable, p.total));
-  }
-  if (flagged)
-    ctx.warn(ctx.path(), fmt::format("{} of {} u8 x s8 nodes ({} weight pairs) can saturate onnxruntime's x86 kernels "
-                                     "on CPUs without VNNI (AVX2, AVX-512 without VNNI), where their results may be off "
-                                     "by many steps: convert with --weight-type uint8 for exact results on every CPU "
-                                     "(docs/onnxruntime-cpu.md)",
-                                     flagged, nodes, pairs));
+  CheckSaturation rule;
+  applyRule(model.graph, ctx, rule);
+  if (rule.flagged)
+    ctx.report(Report::Warning, ctx.path(),
+               fmt::format("{} of {} u8 x s8 nodes ({} weight pairs) can saturate onnxruntime's x86 kernels on CPUs without "
+                           "VNNI (AVX2, AVX-512 without VNNI), where their results may be off by many steps: convert with "
+                           "--weight-type uint8 for exact results on every CPU (docs/onnxruntime-cpu.md)",
+                           rule.flagged, rule.nodes, rule.pairs));
 }
 
 }  // namespace qconv

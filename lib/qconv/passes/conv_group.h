@@ -17,7 +17,8 @@ struct ConvGroup {
 };
 
 /// Select the group around `conv`, or nullopt with the requirement that failed in *why.
-/// Conditions: see fuse_qlinear_conv.cpp.
+/// Conditions 1-9 of fuse_qlinear_conv.cpp: the operands' structure, not the bias's values
+/// (check-saturation asks this too, about a conv left in QDQ form).
 std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why);
 
 }  // namespace qconv

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "qconv/ir/ir.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/pass.h"
 
 namespace qconv {
 

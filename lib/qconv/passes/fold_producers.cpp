@@ -25,7 +25,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/const_eval.h"
 #include "qconv/passes/fold.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 
 namespace qconv {
 
@@ -108,47 +108,60 @@ bool isFoldable(const ir::Node& n) {
 
 void foldProducers(ir::Model& model, PassContext& ctx) { foldNodes(model, ctx, isFoldable); }
 
-void foldNodes(ir::Model& model, PassContext& ctx, bool (*accept)(const ir::Node&)) {
-  ir::Graph& graph = model.graph;
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || !accept(*n) || !isFoldable(*n)) continue;  // (1)
-    ir::Value* out = n->output(0);
-    if (out->isGraphOutput() || out->hasImplicitUses() || out->uses().empty()) continue;  // (3)
+namespace {
+
+struct Fold {
+  struct Group {
+    ir::Node* node;
+    eval::Tensor result;
+  };
+  bool (*accept)(const ir::Node&);
+
+  bool root(const ir::Node& n) const { return accept(n) && isFoldable(n); }  // (1)
+  std::string declined(const ir::Node&) const { return "not folded"; }
+
+  Match<Group> select(ir::Node& n) {
+    const ir::Value* out = n.output(0);
+    if (out->isGraphOutput() || out->hasImplicitUses() || out->uses().empty()) return Match<Group>::none();  // (3)
     std::vector<eval::Tensor> inputs;
     size_t largest = 0;  // bytes
-    bool ready = true;
     std::string why;
-    for (size_t k = 0; k < n->inputs().size() && ready; ++k) {
-      ir::Value* v = n->input(k);
+    for (size_t k = 0; k < n.inputs().size(); ++k) {
+      const ir::Value* v = n.input(k);
       if (!v) {  // an absent optional input: only at the end (then the rest are absent too)
-        for (size_t j = k; j < n->inputs().size(); ++j) ready = ready && !n->input(j);
+        for (size_t j = k; j < n.inputs().size(); ++j)
+          if (n.input(j)) return Match<Group>::none();
         break;
       }
       auto t = v->isConstant() ? eval::fromProto(*v->initializer(), &why) : std::nullopt;  // (2)
-      if (!t) {
-        ready = false;
-        break;
-      }
+      if (!t) return Match<Group>::none();
       largest = std::max(largest, t->byteSize());
       inputs.push_back(std::move(*t));
     }
-    if (!ready) continue;
-    auto result = evaluate(*n, inputs, &why);  // (4)
-    if (!result) {
-      if (!why.empty()) ctx.note(*n, "not folded: " + why);
-      continue;
-    }
-    if (n->opType() != "Constant" && result->byteSize() > std::max<size_t>(largest, 8)) {  // (5)
-      ctx.note(*n, "not folded: the result would be larger than its inputs");
-      continue;
-    }
-    ir::Value* folded = graph.addInitializer(out->name(), eval::toProto(*result));
+    auto result = evaluate(n, inputs, &why);  // (4)
+    if (!result) return why.empty() ? Match<Group>::none() : Match<Group>::refuse(why, Report::Detail);
+    if (n.opType() != "Constant" && result->byteSize() > std::max<size_t>(largest, 8))  // (5)
+      return Match<Group>::refuse("the result would be larger than its inputs", Report::Detail);
+    return Group{&n, std::move(*result)};
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node* n = g.node;
+    ir::Value* out = n->output(0);
+    ir::Value* folded = graph.addInitializer(out->name(), eval::toProto(g.result));
     std::vector<ir::Value*> oldInputs = n->inputs();
     graph.replaceAllUsesWith(out, folded);
+    ctx.count("folded " + n->opType());
     graph.destroyNode(n);
     for (ir::Value* v : oldInputs) graph.pruneIfDead(v);
-    ctx.count("folded " + n->opType());
   }
+};
+
+}  // namespace
+
+void foldNodes(ir::Model& model, PassContext& ctx, bool (*accept)(const ir::Node&)) {
+  Fold rule{accept};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

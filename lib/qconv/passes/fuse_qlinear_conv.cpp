@@ -1,15 +1,15 @@
-// fuse-qlinear-conv: a quantized Conv in QDQ form becomes one QLinearConv.
+// fuse-qlinear-conv: a quantized Conv in QDQ form becomes one QLinearConv with its int32 bias.
 //
 // Before:
 //   x_q -> DQ(s_x, z_x) --+
 //   w_q -> DQ(s_w, z_w) ----> Conv -> [Relu | Clip] -> Q(s_y, z_y) -> y_q
 //   bias (float, or DQ(int32)) -/
 // After:
-//   QLinearConv(x_q, s_x, z_x, w_q, s_w, z_w, s_y, z_y, bias) -> y_q
-//   (bias is still float here; fix-bias-scale makes it int32 at s_x * s_w[c] right after)
+//   QLinearConv(x_q, s_x, z_x, w_q, s_w, z_w, s_y, z_y, B') -> y_q
+//   B' int32 [M] at scale s_x * s_w[c], zero point 0 (conv_bias.h): valid the moment it exists.
 //
-// The group is fused when all of these hold (select_conv.cpp); otherwise it stays in QDQ
-// form, still correct, and the refusal names the node and the failed requirement:
+// The group is fused when all of these hold (select_conv.cpp, conv_bias.cpp); otherwise it
+// stays in QDQ form, still correct, and the refusal names the node and the failed requirement:
 //   1. the target is a default-domain Conv with x, w and an optional bias;
 //   2. x comes from a DequantizeLinear with constant per-tensor int8/uint8 parameters;
 //   3. w comes from a DequantizeLinear of a constant int8/uint8 initializer, per tensor or
@@ -23,61 +23,77 @@
 //   8. a Relu/Clip is absorbed only when the Q makes it redundant: Q(lo) == qmin and
 //      Q(hi) == qmax, so the fused op computes exactly what the unfused one did;
 //   9. y has x's type (onnxruntime has no QLinearConv kernel for int8 x with uint8 y, or the
-//      reverse, though the spec allows it).
+//      reverse, though the spec allows it);
+//  10. the bias is finite and fits int32 at s_x * s_w[c] (with --raise-weight-scale: the weight
+//      scales of the channels where it does not are raised, each listed as an approximation).
 // Group, dilations, pads, strides, auto_pad and kernel_shape carry over with the name.
 // DequantizeLinear nodes that others still read stay (a shared DQ is handled per consumer).
 #include "qconv/passes/action_util.h"
+#include "qconv/passes/conv_bias.h"
 #include "qconv/passes/conv_group.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 
 namespace qconv {
 
 namespace {
 
-/// The rewrite. Operand layout of the new node, one line per input:
-///   0 x             <- DQ(x).input 0
-///   1 x_scale       <- DQ(x).input 1
-///   2 x_zero_point  <- DQ(x).input 2, or a new 0 of x's type
-///   3 w             <- DQ(w).input 0
-///   4 w_scale       <- DQ(w).input 1
-///   5 w_zero_point  <- DQ(w).input 2, or a new 0 of w's type
-///   6 y_scale       <- Q.input 1
-///   7 y_zero_point  <- Q.input 2, or a new 0 of y's type
-///   8 B             <- Conv.input 2 (optional)
-///   output 0        <- Q.output 0 (keeps its name and readers)
-void fuseConv(ir::Graph& graph, const ConvGroup& g) {
-  ir::Node* dqx = g.x.dq;
-  ir::Node* dqw = g.w.dq;
-  ir::Node* q = g.y.q;
-  std::vector<ir::Value*> in = {
-      dqx->input(0),
-      dqx->input(1),
-      zeroPointOr(graph, dqx->input(2), g.x.params.elem_type, "x_zero_point"),
-      dqw->input(0),
-      dqw->input(1),
-      zeroPointOr(graph, dqw->input(2), g.w.params.elem_type, "w_zero_point"),
-      q->input(1),
-      zeroPointOr(graph, q->input(2), g.y.params.elem_type, "y_zero_point"),
-  };
-  if (g.bias) in.push_back(g.bias);
-  ir::Node* fused = graph.createNode("QLinearConv", "", in, 1, q);
-  inheritAttributes(*fused, *g.conv);
+enum { kX, kW, kY };  // the sources: DQ(x), DQ(w), Q(y)
+const OperandRow kOperands[] = {
+    {"x", kX, 0, false},           {"x_scale", kX, 1, false}, {"x_zero_point", kX, 2, true},
+    {"w", kW, 0, false},           {"w_scale", kW, 1, false}, {"w_zero_point", kW, 2, true},
+    {"y_scale", kY, 1, false},     {"y_zero_point", kY, 2, true},
+};
 
-  ir::Value* y = q->output(0);
-  graph.takeOutput(fused, 0, y);
-  graph.destroyNode(q);
-  if (g.y.activation) graph.destroyNode(g.y.activation);
-  ir::Value* xd = dqx->output(0);
-  ir::Value* wd = dqw->output(0);
-  graph.destroyNode(g.conv);
-  graph.pruneIfDead(xd);
-  graph.pruneIfDead(wd);
-}
+struct FuseConv {
+  struct Group {
+    ConvGroup conv;
+    std::optional<BiasPlan> bias;
+  };
+  bool raise_weight_scale;
+
+  bool root(const ir::Node& n) const { return n.is("Conv"); }
+  std::string declined(const ir::Node&) const { return "not fused"; }
+
+  Match<Group> select(ir::Node& conv) {
+    std::string why;
+    auto g = selectConvGroup(conv, &why);  // (1)-(9)
+    if (!g) return Match<Group>::refuse(why);
+    Group group{std::move(*g), std::nullopt};
+    if (group.conv.bias) {  // (10)
+      group.bias = planBias(group.conv, raise_weight_scale, &why);
+      if (!group.bias) return Match<Group>::refuse(why);
+    }
+    return group;
+  }
+
+  /// The rewrite: kOperands, then input 8 B <- the bias plan (int32 at x_scale * w_scale);
+  /// output 0 <- Q.output 0 (keeps its name and readers). With raised weight scales, inputs 3-5
+  /// become the requantized weight, its scales and zero points 0 (conv_bias.h).
+  void rewrite(ir::Graph& graph, Group& group, PassContext& ctx) {
+    const ConvGroup& g = group.conv;
+    ir::Node* q = g.y.q;
+    std::vector<ir::Value*> in = gatherOperands(graph, kOperands, {g.x.dq, g.w.dq, q},
+                                                {g.x.params.elem_type, g.w.params.elem_type, g.y.params.elem_type});
+    ir::Node* fused = graph.createNode("QLinearConv", "", in, 1, q);
+    inheritAttributes(*fused, *g.conv);
+    if (group.bias) graph.setInput(fused, 8, writeBias(graph, *fused, *group.bias, ctx));
+
+    ir::Value* y = q->output(0);
+    graph.takeOutput(fused, 0, y);
+    graph.destroyNode(q);
+    if (g.y.activation) graph.destroyNode(g.y.activation);
+    std::vector<ir::Value*> inputs = g.conv->inputs();
+    graph.destroyNode(g.conv);
+    for (ir::Value* v : inputs) graph.pruneIfDead(v);
+    ctx.count("QLinearConv");
+  }
+};
 
 }  // namespace
 
 void fuseQLinearConv(ir::Model& model, PassContext& ctx) {
-  selectAndRewrite(model.graph, ctx, "Conv", "QLinearConv", selectConvGroup, fuseConv);
+  FuseConv rule{ctx.options().raise_weight_scale};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -22,7 +22,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/qdq_select.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 
 namespace qconv {
 
@@ -79,45 +79,47 @@ std::optional<MatMulGroup> selectMatMulGroup(ir::Node& mm, std::string* why) {
   return g;
 }
 
-/// The rewrite. Operand layout of the new node, one line per input:
-///   0 a             <- DQ(a).input 0
-///   1 a_scale       <- DQ(a).input 1
-///   2 a_zero_point  <- DQ(a).input 2, or a new 0 of a's type
-///   3 b             <- DQ(b).input 0
-///   4 b_scale       <- DQ(b).input 1
-///   5 b_zero_point  <- DQ(b).input 2, or a new 0 of b's type
-///   6 y_scale       <- Q.input 1
-///   7 y_zero_point  <- Q.input 2, or a new 0 of y's type
-///   output 0        <- Q.output 0 (keeps its name and readers)
-void fuseMatMul(ir::Graph& graph, const MatMulGroup& g) {
-  ir::Node* dqa = g.a.dq;
-  ir::Node* dqb = g.b.dq;
-  ir::Node* q = g.y.q;
-  std::vector<ir::Value*> in = {
-      dqa->input(0),
-      dqa->input(1),
-      zeroPointOr(graph, dqa->input(2), g.a.params.elem_type, "a_zero_point"),
-      dqb->input(0),
-      dqb->input(1),
-      zeroPointOr(graph, dqb->input(2), g.b.params.elem_type, "b_zero_point"),
-      q->input(1),
-      zeroPointOr(graph, q->input(2), g.y.params.elem_type, "y_zero_point"),
-  };
-  ir::Node* fused = graph.createNode("QLinearMatMul", "", in, 1, q);
-  inheritAttributes(*fused, *g.matmul);
-  graph.takeOutput(fused, 0, q->output(0));
-  graph.destroyNode(q);
-  ir::Value* ad = dqa->output(0);
-  ir::Value* bd = dqb->output(0);
-  graph.destroyNode(g.matmul);
-  graph.pruneIfDead(ad);
-  graph.pruneIfDead(bd);
-}
+enum { kA, kB, kY };  // the sources: DQ(a), DQ(b), Q(y)
+const OperandRow kOperands[] = {
+    {"a", kA, 0, false},       {"a_scale", kA, 1, false}, {"a_zero_point", kA, 2, true},
+    {"b", kB, 0, false},       {"b_scale", kB, 1, false}, {"b_zero_point", kB, 2, true},
+    {"y_scale", kY, 1, false}, {"y_zero_point", kY, 2, true},
+};
+
+struct FuseMatMul {
+  using Group = MatMulGroup;
+  bool root(const ir::Node& n) const { return n.is("MatMul"); }
+  std::string declined(const ir::Node&) const { return "not fused"; }
+
+  Match<Group> select(ir::Node& mm) {
+    std::string why;
+    auto g = selectMatMulGroup(mm, &why);
+    if (!g) return Match<Group>::refuse(why);
+    return *g;
+  }
+
+  /// The rewrite: kOperands; output 0 <- Q.output 0 (keeps its name and readers).
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node* q = g.y.q;
+    ir::Node* fused = graph.createNode("QLinearMatMul", "",
+                                       gatherOperands(graph, kOperands, {g.a.dq, g.b.dq, q},
+                                                      {g.a.params.elem_type, g.b.params.elem_type, g.y.params.elem_type}),
+                                       1, q);
+    inheritAttributes(*fused, *g.matmul);
+    graph.takeOutput(fused, 0, q->output(0));
+    graph.destroyNode(q);
+    std::vector<ir::Value*> inputs = g.matmul->inputs();
+    graph.destroyNode(g.matmul);
+    for (ir::Value* v : inputs) graph.pruneIfDead(v);
+    ctx.count("QLinearMatMul");
+  }
+};
 
 }  // namespace
 
 void fuseQLinearMatMul(ir::Model& model, PassContext& ctx) {
-  selectAndRewrite(model.graph, ctx, "MatMul", "QLinearMatMul", selectMatMulGroup, fuseMatMul);
+  FuseMatMul rule;
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -48,49 +48,53 @@ std::optional<double> accumulatorBound(const ir::Node& n, double xmax) {
   return bound;
 }
 
-void foldPadIntoConv(ir::Graph& g, ir::Node& conv) {
+std::optional<PadFold> padFold(const ir::Node& conv) {
   ir::Node* pad = conv.input(0) ? conv.input(0)->producer() : nullptr;
   if (!conv.is("Conv") || !pad || !pad->is("Pad") || !padsWithZero(*pad) || conv.input(0)->uses().size() != 1 ||
       conv.input(0)->isGraphOutput() || (conv.attribute("auto_pad") && conv.attribute("auto_pad")->s() != "NOTSET"))
-    return;
+    return std::nullopt;
   std::string why;
   const size_t rank = ir::dimsOf(*conv.input(1)->initializer()).size();
   auto pads = pad->input(1) && pad->input(1)->isConstant() ? ir::readInts(*pad->input(1)->initializer(), &why) : std::nullopt;
   std::vector<int64_t> axes;
   if (pad->input(3)) {
     auto a = pad->input(3)->isConstant() ? ir::readInts(*pad->input(3)->initializer(), &why) : std::nullopt;
-    if (!a) return;
+    if (!a) return std::nullopt;
     axes = *a;
   } else {
     for (size_t k = 0; k < rank; ++k) axes.push_back(static_cast<int64_t>(k));
   }
-  if (rank < 3 || !pads || pads->size() != 2 * axes.size()) return;
+  if (rank < 3 || !pads || pads->size() != 2 * axes.size()) return std::nullopt;
   std::vector<int64_t> full(2 * rank, 0);  // begins then ends, over all axes
   for (size_t k = 0; k < axes.size(); ++k) {
     const int64_t a = axes[k] < 0 ? axes[k] + static_cast<int64_t>(rank) : axes[k];
-    if (a < 0 || a >= static_cast<int64_t>(rank) || (*pads)[k] < 0 || (*pads)[k + axes.size()] < 0) return;
+    if (a < 0 || a >= static_cast<int64_t>(rank) || (*pads)[k] < 0 || (*pads)[k + axes.size()] < 0) return std::nullopt;
     full[static_cast<size_t>(a)] += (*pads)[k];
     full[static_cast<size_t>(a) + rank] += (*pads)[k + axes.size()];
   }
-  if (full[0] || full[1] || full[rank] || full[rank + 1]) return;
+  if (full[0] || full[1] || full[rank] || full[rank + 1]) return std::nullopt;
   const size_t sp = rank - 2;
   std::vector<int64_t> conv_pads(2 * sp, 0);
   if (const auto* a = conv.attribute("pads")) {
-    if (static_cast<size_t>(a->ints_size()) != 2 * sp) return;
+    if (static_cast<size_t>(a->ints_size()) != 2 * sp) return std::nullopt;
     for (size_t k = 0; k < 2 * sp; ++k) conv_pads[k] = a->ints(static_cast<int>(k));
   }
   for (size_t k = 0; k < sp; ++k) {
     conv_pads[k] += full[k + 2];
     conv_pads[k + sp] += full[k + 2 + rank];
   }
+  return PadFold{pad->input(0), conv_pads};
+}
+
+void applyPadFold(ir::Graph& g, ir::Node& conv, const PadFold& fold) {
   auto* attrs = conv.mutableProto().mutable_attribute();
   attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "pads"; }), attrs->end());
   auto* a = conv.mutableProto().add_attribute();
   a->set_name("pads");
   a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t v : conv_pads) a->add_ints(v);
+  for (int64_t v : fold.pads) a->add_ints(v);
   ir::Value* padded = conv.input(0);
-  g.setInput(&conv, 0, pad->input(0));
+  g.setInput(&conv, 0, fold.input);
   g.pruneIfDead(padded);
 }
 

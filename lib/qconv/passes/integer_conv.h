@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "qconv/ir/ir.h"
 
@@ -15,9 +16,13 @@ bool padsWithZero(const ir::Node& n);
 /// <= xmax: per output channel, sum |w| * xmax + |b|. nullopt when the weights cannot be read.
 std::optional<double> accumulatorBound(const ir::Node& n, double xmax);
 
-/// Aidge writes a padded conv as Pad -> Conv: fold a constant-0 Pad read only by the Conv into
-/// the Conv's pads (exact with zero point 0; it lets DQ -> Conv fuse). Pads on N and C must be 0;
-/// otherwise nothing changes.
-void foldPadIntoConv(ir::Graph& g, ir::Node& conv);
+/// Aidge writes a padded conv as Pad -> Conv: a constant-0 Pad read only by the Conv folds into
+/// the Conv's pads (exact with zero point 0; it lets DQ -> Conv fuse). Pads on N and C must be 0.
+struct PadFold {
+  ir::Value* input;           // the Pad's input: the Conv reads it instead
+  std::vector<int64_t> pads;  // the Conv's pads attribute with the Pad's added
+};
+std::optional<PadFold> padFold(const ir::Node& conv);
+void applyPadFold(ir::Graph& g, ir::Node& conv, const PadFold& fold);
 
 }  // namespace qconv

@@ -29,7 +29,7 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -103,29 +103,48 @@ bool lowerable(const ir::Node& n, const ContribQdq& d, bool quantize, int64_t op
   return true;
 }
 
+struct LowerContribQdq {
+  struct Group {
+    ir::Node* node;
+    const ContribQdq* dialect;
+    bool quantize;
+  };
+  int64_t opset;
+
+  bool root(const ir::Node& n) const {
+    bool quantize = false;
+    return dialectOf(n, &quantize) != nullptr;
+  }
+  std::string declined(const ir::Node& n) const {
+    return isForeignQuantDomain(n.domain()) ? fmt::format("{}::{} not converted", n.domain(), n.opType())
+                                            : fmt::format("stays {}", n.domain());
+  }
+  Match<Group> select(ir::Node& n) {
+    Group g{&n, nullptr, false};
+    g.dialect = dialectOf(n, &g.quantize);
+    std::string why;
+    if (lowerable(n, *g.dialect, g.quantize, opset, &why)) return g;
+    return isForeignQuantDomain(n.domain()) ? Match<Group>::unconvertible(why) : Match<Group>::refuse(why);
+  }
+  /// The standard node takes the contrib node's inputs, in order, and its output; an axis
+  /// attribute when per axis (the dialect's rule for an absent one made explicit).
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node& n = *g.node;
+    const char* op = g.quantize ? "QuantizeLinear" : "DequantizeLinear";
+    ir::Node* standard = graph.createNode(op, "", n.inputs(), 1, &n);
+    if (!isPerTensor(n)) setIntAttribute(*standard, "axis", n.attribute("axis") ? n.attribute("axis")->i() : *g.dialect->absent_axis);
+    ir::Value* out = n.output(0);
+    if (out->elemType() == 0 && g.quantize) out->setElemType(quantizedType(n, true));
+    ctx.count(fmt::format("{} {} lowered", g.dialect->domain, op));
+    replaceNode(graph, n, standard);
+  }
+};
+
 }  // namespace
 
 void lowerContribQdq(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  const int64_t opset = ir::defaultOpset(model);
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    bool quantize = false;
-    const ContribQdq* d = graph.isAlive(n) ? dialectOf(*n, &quantize) : nullptr;
-    if (!d) continue;
-    std::string why;
-    if (!lowerable(*n, *d, quantize, opset, &why)) {
-      if (isForeignQuantDomain(d->domain)) ctx.unconverted(*n, fmt::format("{}::{} not converted: {}", d->domain, n->opType(), why));
-      else ctx.keep(*n, fmt::format("stays {}: {}", d->domain, why));
-      continue;
-    }
-    const char* op = quantize ? "QuantizeLinear" : "DequantizeLinear";
-    ir::Node* standard = graph.createNode(op, "", n->inputs(), 1, n);
-    if (!isPerTensor(*n)) setIntAttribute(*standard, "axis", n->attribute("axis") ? n->attribute("axis")->i() : *d->absent_axis);
-    ir::Value* out = n->output(0);
-    if (out->elemType() == 0 && quantize) out->setElemType(quantizedType(*n, true));
-    replaceNode(graph, *n, standard);
-    ctx.count(fmt::format("{} {} lowered", d->domain, op));
-  }
+  LowerContribQdq rule{ir::defaultOpset(model)};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -27,7 +27,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/float_emitter.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -126,38 +126,53 @@ void toQdq(ir::Graph& g, ir::Node& n, const Uniform& u) {
   replaceWithQdq(g, n, s, zp, u.type, u.per_axis, u.axis, u.lo, u.hi);
 }
 
+struct LowerFakeQuantize {
+  struct Group {
+    ir::Node* node;
+    int64_t levels;
+    std::optional<Uniform> uniform;  // --approximate and 1-4 hold: Q/DQ; else the emulation
+    std::string why;                 // why emulated
+  };
+  int64_t opset;
+  bool approximate;
+
+  bool root(const ir::Node& n) const { return n.domain() == "org.openvinotoolkit" && n.opType() == "FakeQuantize"; }
+  std::string declined(const ir::Node&) const { return "FakeQuantize not converted"; }
+
+  Match<Group> select(ir::Node& n) {
+    const int64_t levels = n.attrInt("levels", 0);
+    if (levels < 2 || levels > (int64_t{1} << 24) || n.inputs().size() != 5 ||
+        std::any_of(n.inputs().begin(), n.inputs().end(), [](const ir::Value* v) { return !v; }) || opset < 12)
+      return Match<Group>::unconvertible(
+          fmt::format("needs 5 inputs, levels from 2 to 2^24 and opset 12 (levels {}, opset {})", levels, opset));
+    Group g{&n, levels, std::nullopt, ""};
+    if (approximate) g.uniform = uniformOf(n, levels, opset, &g.why);
+    else g.why = "its formula (x - il) / (ih - il) * (levels-1) is not QuantizeLinear's x / s on ties; --approximate writes Q/DQ";
+    return g;
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node& n = *g.node;
+    if (const auto& u = g.uniform) {
+      ctx.report(Report::Approximation, n,
+                 fmt::format("FakeQuantize written as QuantizeLinear/DequantizeLinear (scale {:g}{}, zero point {}): x / s "
+                             "rounds differently on ties",
+                             u->scale[0], u->per_axis ? ", ... per axis" : "", u->zero_point));
+      toQdq(graph, n, *u);
+      ctx.count("FakeQuantize approximated as Q/DQ");
+      return;
+    }
+    ctx.report(Report::Done, n, fmt::format("FakeQuantize emulated exactly with float ops ({})", g.why));
+    emulate(graph, n, g.levels);
+    ctx.count("FakeQuantize emulated");
+  }
+};
+
 }  // namespace
 
 void lowerFakeQuantize(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  const int64_t opset = ir::defaultOpset(model);
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || n->domain() != "org.openvinotoolkit" || n->opType() != "FakeQuantize") continue;
-    const int64_t levels = n->attrInt("levels", 0);
-    if (levels < 2 || levels > (int64_t{1} << 24) || n->inputs().size() != 5 ||
-        std::any_of(n->inputs().begin(), n->inputs().end(), [](const ir::Value* v) { return !v; }) || opset < 12) {
-      ctx.unconverted(*n, fmt::format("FakeQuantize not converted: needs 5 inputs, levels from 2 to 2^24 and opset 12 "
-                                      "(levels {}, opset {})", levels, opset));
-      continue;
-    }
-    std::string why;
-    if (ctx.options().approximate) {
-      if (auto u = uniformOf(*n, levels, opset, &why)) {
-        ctx.approximate(*n, fmt::format("FakeQuantize written as QuantizeLinear/DequantizeLinear (scale {:g}{}, "
-                                        "zero point {}): x / s rounds differently on ties",
-                                        u->scale[0], u->per_axis ? ", ... per axis" : "", u->zero_point));
-        toQdq(graph, *n, *u);
-        ctx.count("FakeQuantize approximated as Q/DQ");
-        continue;
-      }
-    } else {
-      why = "its formula (x - il) / (ih - il) * (levels-1) is not QuantizeLinear's x / s on ties; --approximate "
-            "writes Q/DQ";
-    }
-    ctx.keep(*n, fmt::format("FakeQuantize emulated exactly with float ops ({})", why));
-    emulate(graph, *n, levels);
-    ctx.count("FakeQuantize emulated");
-  }
+  LowerFakeQuantize rule{ir::defaultOpset(model), ctx.options().approximate};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -42,7 +42,7 @@
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/float_emitter.h"
 #include "qconv/passes/integer_conv.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -107,47 +107,46 @@ struct Chain {
 
   static bool readsDivisor(const ir::Node& q) { return isQuantize(q) && constantScalar(q.input(1)).has_value(); }
 
-  /// Operands: 0 x <- DQ(x, s_x) (x as is when float); 1 w <- DQ(w, 1, 0:w's type);
-  /// 2 b <- DQ(b, s_x, 0:int32). Output: real values at acc scale s_x (1 in integer units).
-  bool rebuild(ir::Node& n, std::string* why) {
-    ir::Value* x = n.input(0);
+  /// Conditions 1-4 for rebuilding `n` reading `x` (its input 0, or the input of a Pad that
+  /// folds into it). Empty when they hold, else the first that fails.
+  std::string whyNotRebuilt(const ir::Node& n, const ir::Value* x) const {
     const std::optional<float> sx = scaleOf(x);
-    if (!sx && x->elemType() != onnx::TensorProto::FLOAT && x->elemType() != 0) {  // (1)
-      *why = "its input is an integer tensor whose scale is not known";
-      return false;
-    }
-    ir::Value* b = n.input(2);
-    if (b && !(b->isConstant() && b->initializer()->data_type() == onnx::TensorProto::INT32)) {  // (2)
-      *why = "its bias is not a constant int32";
-      return false;
-    }
+    if (!sx && x->elemType() != onnx::TensorProto::FLOAT && x->elemType() != 0)  // (1)
+      return "its input is an integer tensor whose scale is not known";
+    const ir::Value* b = n.input(2);
+    if (b && !(b->isConstant() && b->initializer()->data_type() == onnx::TensorProto::INT32))  // (2)
+      return "its bias is not a constant int32";
     for (const auto& u : n.output(0)->uses()) {  // (3)
       const ir::Node& r = *u.node;
       const bool ok = readsDivisor(r) || (isCastToFloat(r) && !r.output(0)->isGraphOutput() && !r.output(0)->hasImplicitUses() &&
                                           !r.output(0)->uses().empty() &&
                                           (!absolute || std::all_of(r.output(0)->uses().begin(), r.output(0)->uses().end(),
                                                                     [](const auto& v) { return readsDivisor(*v.node); })));
-      if (!ok) {
-        *why = fmt::format("{} reads its accumulator and is not a QuantizeLinear with a constant scalar divisor{}", r.label(),
+      if (!ok)
+        return fmt::format("{} reads its accumulator and is not a QuantizeLinear with a constant scalar divisor{}", r.label(),
                            absolute ? " (or a Cast to float read only by such)" : " or a Cast to float");
-        return false;
-      }
     }
     if (sx && !absolute) {  // (4)
       const double xmax = typeOf(x) == onnx::TensorProto::UINT8 ? 255.0 : 128.0;
       auto bound = accumulatorBound(n, xmax);
-      if (!bound || *bound >= 16777216.0) {
-        *why = bound ? fmt::format("a partial sum can reach {:.0f}, past 2^24, where a float Conv of the integers rounds "
+      if (!bound || *bound >= 16777216.0)
+        return bound ? fmt::format("a partial sum can reach {:.0f}, past 2^24, where a float Conv of the integers rounds "
                                    "(--approximate rebuilds it with absolute scales)", *bound)
                      : "its weights cannot be read";
-        return false;
-      }
     }
+    return "";
+  }
+
+  /// Operands: 0 x <- DQ(x, s_x) (x as is when float); 1 w <- DQ(w, 1, 0:w's type);
+  /// 2 b <- DQ(b, s_x, 0:int32). Output: real values at acc scale s_x (1 in integer units).
+  void rebuild(ir::Node& n) {
+    ir::Value* x = n.input(0);
+    const std::optional<float> sx = scaleOf(x);
     const float s_x = sx.value_or(1.0f);
     if (sx) g.setInput(&n, 0, dequantize(g, n, x, s_x, typeOf(x)));
     ir::Value* w = n.input(1);
     g.setInput(&n, 1, dequantize(g, n, w, 1.0f, w->initializer()->data_type()));
-    if (b) g.setInput(&n, 2, dequantize(g, n, b, s_x, onnx::TensorProto::INT32));
+    if (ir::Value* b = n.input(2)) g.setInput(&n, 2, dequantize(g, n, b, s_x, onnx::TensorProto::INT32));
     ir::Value* acc = n.output(0);
     acc->setElemType(onnx::TensorProto::FLOAT);
     for (ir::Node* cast : readersOf(acc))  // the accumulator is float already: its Cast goes
@@ -156,7 +155,6 @@ struct Chain {
         g.destroyNode(cast);
       }
     acc_scale[acc] = s_x;
-    return true;
   }
 
   static std::vector<ir::Node*> readersOf(const ir::Value* v) {
@@ -189,51 +187,85 @@ struct Chain {
     ir::Value* y = n.output(0);
     g.takeOutput(q, 0, y);
     q->mutableProto().set_name(n.name());
-    for (size_t k = 1; k < n.outputs().size(); ++k) g.takeOutput(op, k, n.output(k));
+    for (size_t k = 1; k < n.outputs().size(); ++k)
+      if (n.output(k)) g.takeOutput(op, k, n.output(k));
     g.destroyNode(&n);
     y->setElemType(t);
     int_scale[y] = s;
   }
 };
 
+/// The rule: in node order, so that a tensor's scale is known before its readers are visited.
+struct LowerIntegerOps {
+  enum class Kind { Quantize, Conv, ZeroPad, Wrap };
+  struct Group {
+    Kind kind;
+    ir::Node* node;
+    float scale = 1.0f;             // Wrap, ZeroPad: the input's scale
+    std::optional<PadFold> pad;     // Conv: a Pad folding into it
+  };
+  Chain chain;
+
+  bool root(const ir::Node& n) const {
+    return isQuantize(n) || isIntegerConv(n) || (!isDequantize(n) && !n.is("Cast") && chain.scaleOf(n.input(0)));
+  }
+  std::string declined(const ir::Node& n) const {
+    if (!isIntegerConv(n)) return n.opType() + " on an integer tensor is not rebuilt";
+    return fmt::format("integer {} not rebuilt (standard {} takes no {} input)", n.opType(), n.opType(),
+                       ir::typeName(n.input(1)->initializer()->data_type()));
+  }
+
+  Match<Group> select(ir::Node& n) {
+    if (isQuantize(n)) return Group{Kind::Quantize, &n, 1.0f, std::nullopt};
+    if (isIntegerConv(n)) {
+      Group g{Kind::Conv, &n, 1.0f, padFold(n)};
+      if (std::string why = chain.whyNotRebuilt(n, g.pad ? g.pad->input : n.input(0)); !why.empty())
+        return Match<Group>::unconvertible(why);
+      return g;
+    }
+    const float s = *chain.scaleOf(n.input(0));
+    if (n.is("Pad") && padsWithZero(n)) return Group{Kind::ZeroPad, &n, s, std::nullopt};
+    const bool wrappable = n.domain().empty() && padsWithZero(n) &&
+                           std::any_of(std::begin(kWrapped), std::end(kWrapped), [&](const char* op) { return n.opType() == op; }) &&
+                           std::none_of(n.inputs().begin() + 1, n.inputs().end(), [&](const ir::Value* v) { return chain.scaleOf(v).has_value(); });
+    if (!wrappable) return Match<Group>::refuse("qconv wraps only Relu, MaxPool, pools, reshapes and similar one-input ops");
+    return Group{Kind::Wrap, &n, s, std::nullopt};
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node& n = *g.node;
+    switch (g.kind) {
+      case Kind::Quantize:
+        chain.quantize(n);
+        return;
+      case Kind::ZeroPad:  // zero padding on the integers is zero padding of the reals
+        chain.int_scale[n.output(0)] = g.scale;
+        return;
+      case Kind::Conv:
+        if (g.pad) applyPadFold(graph, n, *g.pad);
+        chain.rebuild(n);
+        ctx.count("integer conv rebuilt as QDQ");
+        if (chain.absolute)
+          ctx.report(Report::Approximation, n, "integer " + n.opType() + " rebuilt with absolute scales chained from the input "
+                                               "quantizer (float products of the scales can move a near-tie of acc / divisor by one step)");
+        return;
+      case Kind::Wrap:
+        if (n.opType() == "GlobalAveragePool" || n.opType() == "AveragePool")
+          ctx.report(Report::Done, n, n.opType() + " on int8 rebuilt on the integers: the mean is rounded half away from zero, as Aidge's CPU backend does");
+        chain.wrap(n, g.scale);
+        ctx.count("integer op wrapped in DQ/Q");
+        return;
+    }
+  }
+};
+
 }  // namespace
 
 void lowerIntegerOps(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  const auto nodes = graph.nodeSnapshot();
-  if (std::none_of(nodes.begin(), nodes.end(), [](const ir::Node* n) { return isIntegerConv(*n); })) return;
-  Chain chain{graph, ctx.options().approximate, {}, {}};
-  for (ir::Node* n : nodes) {
-    if (!graph.isAlive(n)) continue;
-    if (isQuantize(*n)) {
-      chain.quantize(*n);
-    } else if (isIntegerConv(*n)) {
-      foldPadIntoConv(graph, *n);
-      std::string why;
-      if (chain.rebuild(*n, &why)) {
-        ctx.count("integer conv rebuilt as QDQ");
-        if (chain.absolute)
-          ctx.approximate(*n, "integer " + n->opType() + " rebuilt with absolute scales chained from the input quantizer "
-                              "(float products of the scales can move a near-tie of acc / divisor by one step)");
-      } else {
-        ctx.unconverted(*n, fmt::format("integer {} not rebuilt (standard {} takes no {} input): {}", n->opType(), n->opType(),
-                                        ir::typeName(n->input(1)->initializer()->data_type()), why));
-      }
-    } else if (auto s = chain.scaleOf(n->input(0)); s && n->is("Pad") && padsWithZero(*n)) {
-      chain.int_scale[n->output(0)] = *s;  // zero padding on the integers is zero padding of the reals
-    } else if (auto s = chain.scaleOf(n->input(0)); s && !isDequantize(*n) && !isQuantize(*n) && !n->is("Cast")) {
-      const bool wrappable = n->domain().empty() && padsWithZero(*n) && std::any_of(std::begin(kWrapped), std::end(kWrapped), [&](const char* op) { return n->opType() == op; }) &&
-                             std::none_of(n->inputs().begin() + 1, n->inputs().end(), [&](const ir::Value* v) { return chain.scaleOf(v).has_value(); });
-      if (!wrappable) {
-        ctx.keep(*n, fmt::format("{} on an integer tensor is not rebuilt (qconv wraps only {} and similar one-input ops)", n->opType(), "Relu, MaxPool, pools, reshapes"));
-        continue;
-      }
-      if (n->opType() == "GlobalAveragePool" || n->opType() == "AveragePool")
-        ctx.keep(*n, n->opType() + " on int8 rebuilt on the integers: the mean is rounded half away from zero, as Aidge's CPU backend does");
-      chain.wrap(*n, *s);
-      ctx.count("integer op wrapped in DQ/Q");
-    }
-  }
+  const auto& nodes = model.graph.nodes();
+  if (std::none_of(nodes.begin(), nodes.end(), [](const auto& n) { return isIntegerConv(*n); })) return;
+  LowerIntegerOps rule{Chain{model.graph, ctx.options().approximate, {}, {}}};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -33,7 +33,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/qdq_select.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 
 namespace qconv {
 
@@ -204,33 +204,50 @@ void lowerDequantize(ir::Graph& graph, const DequantizeChain& c) {
   replaceNode(graph, *c.mul, graph.createNode("DequantizeLinear", "", {c.q, c.scale, zp}, 1, c.mul));
 }
 
+struct LowerPrimitiveQdq {
+  struct Group {
+    ir::Node* anchor;                       // the chain's last node
+    std::optional<QuantizeChain> quantize;  // else dequantize
+    std::optional<DequantizeChain> dequantize;
+  };
+  int64_t opset;
+  bool approximate;
+
+  bool root(const ir::Node& n) const { return n.is("Cast") || n.is("Clip") || n.is("Mul"); }
+  std::string declined(const ir::Node& n) const {
+    return n.is("Mul") ? "dequantizer left as primitive ops" : "quantizer left as primitive ops";
+  }
+
+  Match<Group> select(ir::Node& n) {
+    std::string why;
+    Group g{&n, std::nullopt, std::nullopt};
+    if (n.is("Mul")) g.dequantize = matchDequantize(n, &why);
+    else g.quantize = matchQuantize(n, opset, approximate, &why);
+    if (g.quantize || g.dequantize) return g;
+    return why.empty() ? Match<Group>::none() : Match<Group>::refuse(why);
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    if (g.dequantize) {
+      lowerDequantize(graph, *g.dequantize);
+      ctx.count("primitive dequantize lowered");
+      return;
+    }
+    const QuantizeChain& c = *g.quantize;
+    if (c.approximated)
+      ctx.report(Report::Approximation, *g.anchor,
+                 fmt::format("quantizer x * {} written as QuantizeLinear(x, {:g}): a near-tie can round by one step",
+                             1.0f / c.scale_value, c.scale_value));
+    lowerQuantize(graph, c, *g.anchor);
+    ctx.count("primitive quantize lowered");
+  }
+};
+
 }  // namespace
 
 void lowerPrimitiveQdq(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  const int64_t opset = ir::defaultOpset(model);
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n)) continue;
-    std::string why;
-    if (n->is("Cast") || n->is("Clip")) {
-      if (auto c = matchQuantize(*n, opset, ctx.options().approximate, &why)) {
-        if (c->approximated)
-          ctx.approximate(*n, fmt::format("quantizer x * {} written as QuantizeLinear(x, {:g}): a near-tie can round by one step",
-                                          1.0f / c->scale_value, c->scale_value));
-        lowerQuantize(graph, *c, *n);
-        ctx.count("primitive quantize lowered");
-      } else if (!why.empty()) {
-        ctx.keep(*n, "quantizer left as primitive ops: " + why);
-      }
-    } else if (n->is("Mul")) {
-      if (auto c = matchDequantize(*n, &why)) {
-        lowerDequantize(graph, *c);
-        ctx.count("primitive dequantize lowered");
-      } else if (!why.empty()) {
-        ctx.keep(*n, "dequantizer left as primitive ops: " + why);
-      }
-    }
-  }
+  LowerPrimitiveQdq rule{ir::defaultOpset(model), ctx.options().approximate};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -25,7 +25,7 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -33,6 +33,7 @@ namespace qconv {
 namespace {
 
 struct QGemmGroup {
+  ir::Node* qgemm = nullptr;
   float alpha = 1.0f, a_scale = 0.0f;
   std::vector<float> b_scale;
   bool trans_b = false;
@@ -47,8 +48,9 @@ std::optional<std::vector<float>> positiveScales(const ir::Value* v) {
   return s;
 }
 
-std::optional<QGemmGroup> selectQGemm(const ir::Node& n, int64_t opset, std::string* why) {
+std::optional<QGemmGroup> selectQGemm(ir::Node& n, int64_t opset, std::string* why) {
   QGemmGroup g;
+  g.qgemm = &n;
   for (const auto& a : n.proto().attribute())  // (1)
     if (a.name() != "alpha" && a.name() != "transA" && a.name() != "transB") {
       *why = fmt::format("attribute '{}' has no Gemm counterpart", a.name());
@@ -133,23 +135,30 @@ void rewriteQGemm(ir::Graph& graph, ir::Node& n, const QGemmGroup& g) {
   replaceNode(graph, n, q);
 }
 
+struct LowerQGemm {
+  using Group = QGemmGroup;
+  int64_t opset;
+  bool root(const ir::Node& n) const { return n.domain() == "com.microsoft" && n.opType() == "QGemm"; }
+  std::string declined(const ir::Node&) const { return "stays com.microsoft QGemm"; }
+  Match<Group> select(ir::Node& n) {
+    std::string why;
+    auto g = selectQGemm(n, opset, &why);
+    if (!g) return Match<Group>::refuse(why);
+    return *g;
+  }
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node& n = *g.qgemm;
+    ctx.report(Report::Detail, n, "QGemm lowered to DequantizeLinear -> Gemm -> QuantizeLinear (standard ONNX has no quantized Gemm)");
+    rewriteQGemm(graph, n, g);
+    ctx.count("com.microsoft QGemm lowered");
+  }
+};
+
 }  // namespace
 
 void lowerQGemm(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  const int64_t opset = ir::defaultOpset(model);
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || n->domain() != "com.microsoft" || n->opType() != "QGemm") continue;
-    std::string why;
-    auto g = selectQGemm(*n, opset, &why);
-    if (!g) {
-      ctx.keep(*n, "stays com.microsoft QGemm: " + why);
-      continue;
-    }
-    ctx.note(*n, "QGemm lowered to DequantizeLinear -> Gemm -> QuantizeLinear (standard ONNX has no quantized Gemm)");
-    rewriteQGemm(graph, *n, *g);
-    ctx.count("com.microsoft QGemm lowered");
-  }
+  LowerQGemm rule{ir::defaultOpset(model)};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -28,7 +28,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/qonnx_emulation.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -122,41 +122,53 @@ void lowerQuant(ir::Graph& graph, ir::Node& n, const QuantSpec& q) {
   replaceWithQdq(graph, n, s, zp, q.type, q.per_axis, q.axis, q.lo, q.hi);
 }
 
+struct LowerQonnxQuant {
+  struct Group {
+    ir::Node* node;
+    std::optional<QuantSpec> lowered;  // Q [-> Clip] -> DQ; else the emulation
+    QonnxQuantAttrs attrs;
+    std::string why;                   // why emulated
+  };
+  int64_t opset;
+
+  bool root(const ir::Node& n) const { return isQonnxQuant(n) || (n.opType() == "BipolarQuant" && isQonnxDomain(n.domain())); }
+  std::string declined(const ir::Node& n) const { return n.domain() + "::" + n.opType() + " not converted"; }
+
+  Match<Group> select(ir::Node& n) {
+    std::string why;
+    if (n.opType() == "BipolarQuant") {
+      if (!canEmulateBipolarQuant(n, opset, &why)) return Match<Group>::unconvertible(why);
+      return Group{&n, std::nullopt, {}, "bipolar values"};
+    }
+    Group g{&n, matchQuant(n, opset, &why), readQonnxQuant(n), why};
+    if (g.lowered) return g;
+    if (std::string inner; !canEmulateQonnxQuant(g.attrs, opset, &inner)) return Match<Group>::unconvertible(inner);
+    return g;
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node& n = *g.node;
+    if (g.lowered) {
+      lowerQuant(graph, n, *g.lowered);
+      ctx.count("QONNX Quant lowered");
+      return;
+    }
+    ctx.report(Report::Done, n, fmt::format("{}::{} emulated exactly with float ops (no Q/DQ form: {})", n.domain(), n.opType(), g.why));
+    if (n.opType() == "BipolarQuant") {
+      emulateBipolarQuant(graph, n);
+      ctx.count("QONNX BipolarQuant emulated");
+    } else {
+      emulateQonnxQuant(graph, n, g.attrs);
+      ctx.count("QONNX Quant emulated");
+    }
+  }
+};
+
 }  // namespace
 
 void lowerQonnxQuant(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  const int64_t opset = ir::defaultOpset(model);
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n)) continue;
-    if (n->opType() == "BipolarQuant" && isQonnxDomain(n->domain())) {
-      const std::string label = n->label(), op = n->domain() + "::BipolarQuant";
-      std::string why;
-      if (emulateBipolarQuant(graph, *n, opset, &why)) {
-        ctx.keepLabel(label, op + " emulated exactly with float ops (no Q/DQ form: bipolar values)");
-        ctx.count("QONNX BipolarQuant emulated");
-      } else {
-        ctx.unconverted(*n, fmt::format("{} not converted: {}", op, why));
-      }
-      continue;
-    }
-    if (!isQonnxQuant(*n)) continue;
-    std::string why;
-    auto q = matchQuant(*n, opset, &why);
-    if (!q) {
-      const std::string label = n->label(), op = n->domain() + "::" + n->opType();
-      std::string inner;
-      if (emulateQonnxQuant(graph, *n, readQonnxQuant(*n), opset, &inner)) {
-        ctx.keepLabel(label, fmt::format("{} emulated exactly with float ops (no Q/DQ form: {})", op, why));
-        ctx.count("QONNX Quant emulated");
-      } else {
-        ctx.unconverted(*n, fmt::format("{} not converted: {}", op, inner));
-      }
-      continue;
-    }
-    lowerQuant(graph, *n, *q);
-    ctx.count("QONNX Quant lowered");
-  }
+  LowerQonnxQuant rule{ir::defaultOpset(model)};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -32,7 +32,7 @@
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/float_emitter.h"
 #include "qconv/passes/vitis_rounding.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -162,73 +162,103 @@ ir::Value* integersBehind(const ir::Value* q) {
              : nullptr;
 }
 
-void lowerDequantize(ir::Graph& g, ir::Node& n, const VaiParams& p, PassContext& ctx) {
-  if (ir::Value* ints = integersBehind(n.input(0))) {
-    const int32_t t = ints->elemType();
-    const auto range = ir::intRange(t);
-    const int64_t a = range.first, b = range.second;  // (a lambda cannot capture a structured binding in C++17)
-    if (std::all_of(p.zero_point.begin(), p.zero_point.end(), [&](float z) { return z == std::nearbyint(z) && z >= a && z <= b; })) {
-      auto [s, zp] = standardParams(g, p, t);
-      ir::Node* dq = g.createNode("DequantizeLinear", "", {ints, s, zp}, 1, &n);
-      if (auto axis = axisOf(p)) setIntAttribute(*dq, "axis", *axis);
-      replaceNode(g, n, dq);
+bool isVai(const ir::Node& n, const char* op) { return n.domain() == "vai" && n.opType() == op; }
+
+/// vai::QuantizeLinear: standard Q/DQ when 1-5 hold, else the exact emulation.
+struct VaiQuantize {
+  struct Group {
+    ir::Node* node;
+    VaiParams params;
+    int32_t type;        // the standard form's storage type; 0: emulated
+    std::string reason;  // why emulated
+  };
+  int64_t opset;
+
+  bool root(const ir::Node& n) const { return isVai(n, "QuantizeLinear"); }
+  std::string declined(const ir::Node&) const { return "vai::QuantizeLinear not converted"; }
+
+  Match<Group> select(ir::Node& n) {
+    if (opset < 13) return Match<Group>::unconvertible(fmt::format("needs opset 13, the model has {}", opset));
+    std::string why;
+    auto p = readVai(n, true, &why);
+    if (!p) return Match<Group>::unconvertible(why);
+    const int32_t t = storageFor(p->valmin, p->valmax, opset);
+    const bool zero = std::all_of(p->zero_point.begin(), p->zero_point.end(), [](float z) { return z == 0.0f; });
+    if (vitisRoundsHalfEven(p->method) && zero && t != 0) return Group{&n, *p, t, ""};
+    std::string reason = !vitisRoundsHalfEven(p->method) ? fmt::format("rounding method {} ({})", p->method, vitisMethodName(p->method))
+                         : !zero ? std::string("a zero point added before rounding")
+                                 : fmt::format("range [{}, {}] fits no standard integer type", p->valmin, p->valmax);
+    if (p->per_axis && (p->rank < 0 || p->axis < 0))
+      return Match<Group>::unconvertible(fmt::format("no Q/DQ form ({}), and a per-axis emulation needs the input's rank", reason));
+    return Group{&n, *p, 0, std::move(reason)};
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    if (g.type) {
+      quantizeToStandard(graph, *g.node, g.params, g.type);
+      ctx.count("vai::QuantizeLinear lowered");
+      return;
+    }
+    ctx.report(Report::Done, *g.node, fmt::format("vai::QuantizeLinear emulated exactly with float ops (no Q/DQ form: {})", g.reason));
+    quantizeEmulated(graph, *g.node, g.params);
+    ctx.count("vai::QuantizeLinear emulated");
+  }
+};
+
+/// vai::DequantizeLinear: a standard DQ of the integers behind a lowered quantize, else the
+/// exact emulation (q - z) * s.
+struct VaiDequantize {
+  struct Group {
+    ir::Node* node;
+    VaiParams params;
+    ir::Value* ints;  // the integers a lowered quantize made; null: emulated
+  };
+
+  bool root(const ir::Node& n) const { return isVai(n, "DequantizeLinear"); }
+  std::string declined(const ir::Node&) const { return "vai::DequantizeLinear not converted"; }
+
+  Match<Group> select(ir::Node& n) {
+    std::string why;
+    auto p = readVai(n, false, &why);
+    if (!p) return Match<Group>::unconvertible(why);
+    if (ir::Value* ints = integersBehind(n.input(0))) {
+      const auto range = ir::intRange(ints->elemType());
+      const int64_t a = range.first, b = range.second;  // (a lambda cannot capture a structured binding in C++17)
+      if (std::all_of(p->zero_point.begin(), p->zero_point.end(), [&](float z) { return z == std::nearbyint(z) && z >= a && z <= b; }))
+        return Group{&n, *p, ints};
+    }
+    if (p->per_axis && (p->rank < 0 || p->axis < 0))
+      return Match<Group>::unconvertible("its input is not a lowered quantize, and a per-axis emulation needs the input's rank");
+    return Group{&n, *p, nullptr};
+  }
+
+  /// Operands: DequantizeLinear 0 <- the integers; 1 new s; 2 new z:T; axis when per axis.
+  /// Emulated: Mul(Sub(q, z), s), z and s float constants that broadcast.
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node& n = *g.node;
+    if (g.ints) {
+      auto [s, zp] = standardParams(graph, g.params, g.ints->elemType());
+      ir::Node* dq = graph.createNode("DequantizeLinear", "", {g.ints, s, zp}, 1, &n);
+      if (auto axis = axisOf(g.params)) setIntAttribute(*dq, "axis", *axis);
+      replaceNode(graph, n, dq);
       ctx.count("vai::DequantizeLinear lowered");
       return;
     }
+    ctx.report(Report::Done, n, "vai::DequantizeLinear emulated exactly with float ops (its input is not a lowered quantize)");
+    FloatEmitter e{graph, &n};
+    auto [s, zp] = floatParams(e, g.params);
+    replaceNode(graph, n, graph.createNode("Mul", "", {e.op("Sub", {n.input(0), zp}), s}, 1, &n));
+    ctx.count("vai::DequantizeLinear emulated");
   }
-  if (p.per_axis && (p.rank < 0 || p.axis < 0)) {
-    ctx.unconverted(n, "vai::DequantizeLinear not converted: its input is not a lowered quantize, and a per-axis "
-                       "emulation needs the input's rank");
-    return;
-  }
-  ctx.keep(n, "vai::DequantizeLinear emulated exactly with float ops (its input is not a lowered quantize)");
-  FloatEmitter e{g, &n};
-  auto [s, zp] = floatParams(e, p);
-  replaceNode(g, n, g.createNode("Mul", "", {e.op("Sub", {n.input(0), zp}), s}, 1, &n));
-  ctx.count("vai::DequantizeLinear emulated");
-}
-
-bool isVai(const ir::Node& n, const char* op) { return n.domain() == "vai" && n.opType() == op; }
+};
 
 }  // namespace
 
 void lowerVitisQdq(ir::Model& model, PassContext& ctx) {
-  ir::Graph& graph = model.graph;
-  const int64_t opset = ir::defaultOpset(model);
-  for (ir::Node* n : graph.nodeSnapshot()) {  // quantizers first: dequantizers look behind them
-    if (!graph.isAlive(n) || !isVai(*n, "QuantizeLinear")) continue;
-    std::string why;
-    auto p = opset >= 13 ? readVai(*n, true, &why) : std::nullopt;
-    if (opset < 13) why = fmt::format("needs opset 13, the model has {}", opset);
-    if (!p) {
-      ctx.unconverted(*n, fmt::format("vai::QuantizeLinear not converted: {}", why));
-      continue;
-    }
-    const int32_t t = storageFor(p->valmin, p->valmax, opset);
-    const bool zero = std::all_of(p->zero_point.begin(), p->zero_point.end(), [](float z) { return z == 0.0f; });
-    if (vitisRoundsHalfEven(p->method) && zero && t != 0) {
-      quantizeToStandard(graph, *n, *p, t);
-      ctx.count("vai::QuantizeLinear lowered");
-      continue;
-    }
-    const std::string reason = !vitisRoundsHalfEven(p->method) ? fmt::format("rounding method {} ({})", p->method, vitisMethodName(p->method))
-                               : !zero ? std::string("a zero point added before rounding")
-                                       : fmt::format("range [{}, {}] fits no standard integer type", p->valmin, p->valmax);
-    if (p->per_axis && (p->rank < 0 || p->axis < 0)) {
-      ctx.unconverted(*n, fmt::format("vai::QuantizeLinear not converted: no Q/DQ form ({}), and a per-axis emulation "
-                                      "needs the input's rank", reason));
-      continue;
-    }
-    ctx.keep(*n, fmt::format("vai::QuantizeLinear emulated exactly with float ops (no Q/DQ form: {})", reason));
-    quantizeEmulated(graph, *n, *p);
-    ctx.count("vai::QuantizeLinear emulated");
-  }
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n) || !isVai(*n, "DequantizeLinear")) continue;
-    std::string why;
-    if (auto p = readVai(*n, false, &why)) lowerDequantize(graph, *n, *p, ctx);
-    else ctx.unconverted(*n, fmt::format("vai::DequantizeLinear not converted: {}", why));
-  }
+  VaiQuantize quantizers{ir::defaultOpset(model)};  // first: dequantizers look behind them
+  applyRule(model.graph, ctx, quantizers);
+  VaiDequantize dequantizers;
+  applyRule(model.graph, ctx, dequantizers);
 }
 
 }  // namespace qconv

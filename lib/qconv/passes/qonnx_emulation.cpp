@@ -44,7 +44,7 @@ QonnxQuantAttrs readQonnxQuant(const ir::Node& n) {
   return q;
 }
 
-bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, int64_t opset, std::string* why) {
+bool canEmulateQonnxQuant(const QonnxQuantAttrs& q, int64_t opset, std::string* why) {
   if (opset < 12) {
     *why = fmt::format("emulation needs opset 12, the model has {}", opset);
     return false;
@@ -59,6 +59,11 @@ bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, 
     *why = fmt::format("rounding mode {} is not one QONNX defines", mode);
     return false;
   }
+  return true;
+}
+
+void emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q) {
+  const std::string& mode = q.mode;
   FloatEmitter e{graph, &n};
   ir::Value* x = n.input(0);
   ir::Value* scale = n.input(1);
@@ -83,10 +88,9 @@ bool emulateQonnxQuant(ir::Graph& graph, ir::Node& n, const QonnxQuantAttrs& q, 
     }
   }
   replaceNode(graph, n, graph.createNode("Mul", "", {e.op("Sub", {v, zp}), scale}, 1, &n));
-  return true;
 }
 
-bool emulateBipolarQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::string* why) {
+bool canEmulateBipolarQuant(const ir::Node& n, int64_t opset, std::string* why) {
   if (opset < 12) {
     *why = fmt::format("emulation needs opset 12, the model has {}", opset);
     return false;
@@ -95,9 +99,12 @@ bool emulateBipolarQuant(ir::Graph& graph, ir::Node& n, int64_t opset, std::stri
     *why = "BipolarQuant needs an input and a scale";
     return false;
   }
+  return true;
+}
+
+void emulateBipolarQuant(ir::Graph& graph, ir::Node& n) {
   FloatEmitter e{graph, &n};
   replaceNode(graph, n, graph.createNode("Mul", "", {e.bipolar(n.input(0)), n.input(1)}, 1, &n));
-  return true;
 }
 
 }  // namespace qconv

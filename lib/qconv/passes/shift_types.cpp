@@ -34,7 +34,7 @@
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/quant_slots.h"
 #include "qconv/passes/shift_group.h"
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -154,6 +154,51 @@ void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
       if (a.name() == "output_dtype") a.set_i(to);
 }
 
+/// The rule: at each node with quantized-data slots, the groups of the tensors in them not seen
+/// yet, one per answer (kSeveralPerNode).
+struct ShiftTypes {
+  static constexpr bool kSeveralPerNode = true;
+  struct Group {
+    ShiftGroup group;
+    int32_t to;
+    ir::Node* at;
+    ir::Value* seed;
+  };
+  Shifted shifted;
+  int32_t weight_to, activation_to;
+  bool implied_weights, implied_activations;
+  std::set<const ir::Value*> seen;
+
+  bool root(const ir::Node& n) const { return !quantSlots(n).empty(); }
+  std::string declined(const ir::Node&) const { return ""; }
+
+  Match<Group> select(ir::Node& n) {
+    for (const auto& s : quantSlots(n)) {
+      ir::Value* seed = s.output ? n.output(static_cast<size_t>(s.data)) : n.input(static_cast<size_t>(s.data));
+      if (!seed || seen.count(seed)) continue;
+      ShiftGroup g = selectShiftGroup(seed, seen);
+      const int32_t to = g.weight ? weight_to : activation_to;
+      if (!to || g.type == to || !g.eight_bit) continue;
+      if (!g.why.empty())
+        return Match<Group>::refuseAbout(seed->name(), fmt::format("{} not stored as {}: {}", g.weight ? "weight" : "activation",
+                                                                   ir::typeName(to), g.why),
+                                         Report::Warning);
+      return Group{std::move(g), to, &n, seed};
+    }
+    return Match<Group>::none();
+  }
+
+  void rewrite(ir::Graph& graph, Group& s, PassContext& ctx) {
+    const char* kind = s.group.weight ? "weight" : "activation";
+    const std::string seed = s.seed->name();
+    shiftGroup(graph, shifted, s.group, s.to);
+    ctx.count(fmt::format("{}s stored as {}", kind, ir::typeName(s.to)));
+    if ((s.group.weight && implied_weights) || (!s.group.weight && implied_activations))
+      ctx.report(Report::Detail, *s.at, fmt::format("{} {} stored as {} too: onnxruntime has no kernel for int8 activations with "
+                                                    "uint8 weights", kind, seed, ir::typeName(s.to)));
+  }
+};
+
 }  // namespace
 
 void shiftTypes(ir::Model& model, PassContext& ctx) {
@@ -163,32 +208,8 @@ void shiftTypes(ir::Model& model, PassContext& ctx) {
   if (implied_activations) activation_to = TensorProto::UINT8;
   if (implied_weights) weight_to = TensorProto::INT8;
   if (!weight_to && !activation_to) return;
-
-  ir::Graph& graph = model.graph;
-  Shifted shifted(graph, ctx.path());
-  std::set<const ir::Value*> seen;
-  for (ir::Node* n : graph.nodeSnapshot()) {
-    if (!graph.isAlive(n)) continue;
-    std::vector<ir::Value*> seeds;
-    for (const auto& s : quantSlots(*n))
-      seeds.push_back(s.output ? n->output(static_cast<size_t>(s.data)) : n->input(static_cast<size_t>(s.data)));
-    for (ir::Value* seed : seeds) {
-      if (!seed || seen.count(seed) || !graph.isAlive(n)) continue;
-      ShiftGroup g = selectShiftGroup(seed, seen);
-      const int32_t to = g.weight ? weight_to : activation_to;
-      if (!to || g.type == to || !g.eight_bit) continue;
-      const char* kind = g.weight ? "weight" : "activation";
-      if (!g.why.empty()) {
-        ctx.warn(seed->name(), fmt::format("{} not stored as {}: {}", kind, ir::typeName(to), g.why));
-        continue;
-      }
-      shiftGroup(graph, shifted, g, to);
-      ctx.count(fmt::format("{}s stored as {}", kind, ir::typeName(to)));
-      if ((g.weight && implied_weights) || (!g.weight && implied_activations))
-        ctx.note(*n, fmt::format("{} {} stored as {} too: onnxruntime has no kernel for int8 activations with uint8 "
-                                 "weights", kind, seed->name(), ir::typeName(to)));
-    }
-  }
+  ShiftTypes rule{Shifted(model.graph, ctx.path()), weight_to, activation_to, implied_weights, implied_activations, {}};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

@@ -12,6 +12,7 @@
 namespace qconv {
 
 PassManager::PassManager(const std::vector<std::string>& names) {
+  std::vector<const PassInfo*> named;
   for (const auto& name : names) {
     const PassInfo* p = findPass(name);
     if (!p) {
@@ -19,16 +20,23 @@ PassManager::PassManager(const std::vector<std::string>& names) {
       for (const auto& q : passRegistry()) known += (known.empty() ? "" : ", ") + std::string(q.name);
       throw Error(ExitCode::Usage, fmt::format("unknown pass '{}' (passes: {})", name, known));
     }
-    passes_.push_back(p);
+    named.push_back(p);
   }
-  auto at = [&](std::string_view name) {
-    auto it = std::find_if(passes_.begin(), passes_.end(), [&](const PassInfo* p) { return p->name == name; });
-    return it == passes_.end() ? -1 : static_cast<int>(it - passes_.begin());
-  };
-  const int fuse = at("fuse-qlinear-conv");
-  if (fuse >= 0 && at("fix-bias-scale") < fuse)
-    throw Error(ExitCode::Usage, "pass list: fuse-qlinear-conv must be followed by fix-bias-scale "
-                                 "(a fused QLinearConv has a float bias until then)");
+  // The Always stages the list does not name: those before the registry's first other pass
+  // go first, the rest last.
+  auto listed = [&](const PassInfo& p) { return std::find(named.begin(), named.end(), &p) != named.end(); };
+  bool leading = true;
+  std::vector<const PassInfo*> trailing;
+  for (const auto& p : passRegistry()) {
+    if (p.formats != PassFormats::Always) {
+      leading = false;
+      continue;
+    }
+    if (listed(p)) continue;
+    (leading ? passes_ : trailing).push_back(&p);
+  }
+  passes_.insert(passes_.end(), named.begin(), named.end());
+  passes_.insert(passes_.end(), trailing.begin(), trailing.end());
 }
 
 double PassManager::now() const {

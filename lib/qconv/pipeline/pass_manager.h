@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "qconv/pipeline/pass.h"
+#include "qconv/passes/pass.h"
 
 namespace qconv {
 
@@ -17,8 +17,9 @@ struct StageTiming {
 
 class PassManager {
  public:
-  /// Passes by name, in the order given. Throws Error(Usage) for an unknown name, or for a
-  /// list that would emit an invalid model (fuse-qlinear-conv needs fix-bias-scale after it).
+  /// Passes by name, in the order given, with the Always stages (validate, redeclare-opset,
+  /// refuse-foreign-ops) the list does not name around them. Throws Error(Usage) for an
+  /// unknown name.
   explicit PassManager(const std::vector<std::string>& names);
 
   const std::vector<const PassInfo*>& passes() const { return passes_; }

@@ -12,8 +12,7 @@
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/pass_manager.h"
-#include "qconv/pipeline/redeclare_opset.h"
-#include "qconv/pipeline/validate.h"
+#include "qconv/passes/opset_history.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -22,7 +21,7 @@ std::vector<std::string> pipelineFor(Format format) {
   // qop: all of them; qdq: all but the fusions
   std::vector<std::string> all;
   for (const auto& p : passRegistry())
-    if (format == Format::Qop || p.formats == PassFormats::Both) all.emplace_back(p.name);
+    if (format == Format::Qop || p.formats != PassFormats::QopOnly) all.emplace_back(p.name);
   return all;
 }
 
@@ -36,24 +35,8 @@ bool sameFile(const std::string& a, const std::string& b) {
 std::string summary(const PassContext& ctx) {
   std::string s;
   for (const auto& [what, n] : ctx.counters()) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", n, what);
-  if (!ctx.refusals().empty()) s += fmt::format("{}{} not fused", s.empty() ? "" : "; ", ctx.refusals().size());
+  if (!ctx.refusals().empty()) s += fmt::format("{}{} left as they were", s.empty() ? "" : "; ", ctx.refusals().size());
   return s.empty() ? "nothing to change" : s;
-}
-
-/// Exit 4 when a dialect op no standard runtime runs is still in the graph: the first one with
-/// its reason, and how many more.
-void refuseForeignOps(const ir::Model& model, const PassContext& ctx) {
-  std::vector<const ir::Node*> left;
-  for (const auto& n : model.graph.nodes())
-    if (model.graph.isAlive(n.get()) && (isForeignQuantDomain(n->domain()) || !ctx.unconvertedReason(n->label()).empty()))
-      left.push_back(n.get());
-  if (left.empty()) return;
-  const ir::Node& first = *left.front();
-  std::string why = ctx.unconvertedReason(first.label());
-  if (why.empty()) why = fmt::format("{}::{} has no standard ONNX form in qconv", first.domain(), first.opType());
-  throw Error(ExitCode::Unsupported,
-              fmt::format("{}: {}: {}{}", ctx.path(), first.label(), why,
-                          left.size() > 1 ? fmt::format(" (and {} more nodes without a standard form)", left.size() - 1) : ""));
 }
 
 /// The output fails the ONNX checker: the input's fault (exit 3, with the checker's words on
@@ -73,10 +56,11 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
     throw Error(ExitCode::Usage, "--activation-type int8 with --weight-type uint8: no onnxruntime kernel takes int8 "
                                  "activations with uint8 weights");
+  if (options.opset) checkOpsetFlag(options.opset);
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   PassContext ctx(log,
                   PassOptions{options.raise_weight_scale, options.approximate, options.weight_type,
-                              options.activation_type, options.check_saturation},
+                              options.activation_type, options.check_saturation, options.opset},
                   options.input);
 
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });
@@ -87,14 +71,8 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   std::future<void> schemas;
   if (io::checkerApplies(input.proto) || options.inline_data)
     schemas = std::async(std::launch::async, io::loadCheckerSchemas);
-  ir::Model model = pm.timeStage("import", [&] {
-    ir::Model m = io::importModel(std::move(input), options.input);
-    validateModel(m, options.input);
-    return m;
-  });
+  ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), options.input); });
   pm.run(model, ctx, options.dump ? &out : nullptr);
-  refuseForeignOps(model, ctx);
-  if (options.opset) redeclareOpset(model, options.opset, options.input);
 
   io::WriteOptions write;
   write.durable = options.fsync;

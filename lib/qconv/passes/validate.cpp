@@ -1,12 +1,20 @@
-#include "qconv/pipeline/validate.h"
-
+// validate: the checks the ONNX checker does not make, before any pass reads the model.
+//
+// A model that fails them is bad input (exit 3) or beyond qconv (exit 4), named by file and
+// node; nothing changes in the graph. Per node:
+//   1. a default-domain op exists at the model's opset (and the opset is one qconv knows);
+//   2. a standard or com.microsoft Q/DQ with constant parameters has positive finite scales,
+//      a zero point of a quantized type with as many values as the scale (0 for int32), and a
+//      per-axis scale of rank 1 whose length and axis fit the input's shape where it is known.
+// The ONNX checker runs on the output; on the input only when the output fails it (run.cpp).
 #include <fmt/format.h>
 
 #include <cmath>
 
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
-#include "qconv/pipeline/redeclare_opset.h"
+#include "qconv/passes/driver.h"
+#include "qconv/passes/opset_history.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -74,20 +82,36 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
   }
 }
 
+/// The rule: a selector that finds nothing to rewrite, and throws on bad input (the third
+/// failure tier). Nodes without outputs are checked too.
+struct Validate {
+  static constexpr bool kNeedsOutput = false;
+  struct Group {};
+  const std::string& path;
+  int64_t opset;
+
+  bool root(const ir::Node&) const { return true; }
+  std::string declined(const ir::Node&) const { return ""; }
+  Match<Group> select(ir::Node& n) {
+    const std::string where = fmt::format("{}: node '{}' ({})", path, n.label(), n.opType());
+    if (n.domain().empty() && !isKnownOperator(n.opType(), opset))  // (1)
+      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset));
+    if ((n.opType() == "QuantizeLinear" || n.opType() == "DequantizeLinear") && (n.domain().empty() || n.domain() == "com.microsoft"))
+      checkQuantParams(n, where);  // (2)
+    return Match<Group>::none();
+  }
+  void rewrite(ir::Graph&, Group&, PassContext&) {}
+};
+
 }  // namespace
 
-void validateModel(const ir::Model& model, const std::string& path) {
+void validate(ir::Model& model, PassContext& ctx) {
   const int64_t opset = ir::defaultOpset(model);
   if (opset > newestKnownOpset())
     throw Error(ExitCode::Unsupported, fmt::format("{}: the model declares ai.onnx opset {}; qconv knows operators up to opset {}",
-                                                   path, opset, newestKnownOpset()));
-  for (const auto& n : model.graph.nodes()) {
-    const std::string where = fmt::format("{}: node '{}' ({})", path, n->label(), n->opType());
-    if (n->domain().empty() && !isKnownOperator(n->opType(), opset))
-      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset));
-    if (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear")
-      if (n->domain().empty() || n->domain() == "com.microsoft") checkQuantParams(*n, where);
-  }
+                                                   ctx.path(), opset, newestKnownOpset()));
+  Validate rule{ctx.path(), opset};
+  applyRule(model.graph, ctx, rule);
 }
 
 }  // namespace qconv

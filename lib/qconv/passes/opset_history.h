@@ -1,8 +1,8 @@
-// --opset N: declare the converted model's default-domain opset as N instead of the input's.
+// redeclare-opset (--opset N): declare the converted model's default-domain opset as N instead of the input's.
 //
 // A node keeps its meaning under another opset only if its operator did not change between
 // the two: for every version of its operator strictly after the lower opset and up to the
-// higher one (lib/qconv/io/opset_history.inc, generated from the ONNX schemas), the node must
+// higher one (lib/qconv/passes/opset_history.inc, generated from the ONNX schemas), the node must
 //   1. not cross a version whose signature changed beyond additions (removed or retyped inputs,
 //      outputs or attributes, a changed default, or a known change of allowed values);
 //   2. not use an input or output that version added;
@@ -26,7 +26,7 @@ int64_t newestKnownOpset();
 /// Whether ai.onnx has operator `op` at `opset` (a version at or before it).
 bool isKnownOperator(const std::string& op, int64_t opset);
 
-/// Throws Error(Unsupported) naming `path` and the first node that cannot move to `target`.
-void redeclareOpset(ir::Model& model, int64_t target, const std::string& path);
+/// Throws Error(Usage) unless qconv knows ai.onnx opset `target`.
+void checkOpsetFlag(int64_t target);
 
 }  // namespace qconv

@@ -1,8 +1,10 @@
-// fix-bias-scale: expected integers are worked by hand from B' = round_half_even(B / (s_x*s_w)).
+// The fused QLinearConv's int32 bias (conv_bias.h): expected integers are worked by hand from B' = round_half_even(B / (s_x*s_w)).
 #include <catch2/catch.hpp>
 
 #include "model_builder.h"
 #include "qconv/diag.h"
+
+#include <limits>
 
 using namespace qtest;
 
@@ -29,7 +31,6 @@ ModelBuilder floatBias(ConvSpec s, const std::vector<float>& bias) {
 TEST_CASE("a bias DQ already at x_scale*w_scale keeps its int32 tensor untouched") {
   Reporter r;
   auto m = fused(convModel({}), r);
-  qconv::fixBiasScale(m, r.ctx);
   auto* qc = only(m.graph, "QLinearConv");
   REQUIRE(qc->input(8)->name() == "b");
   REQUIRE(intsOf(qc->input(8)) == std::vector<int64_t>{-50, 50, 150});
@@ -43,7 +44,6 @@ TEST_CASE("a bias DQ at another scale is requantized to x_scale*w_scale") {
   s.bias_scale = 0.0625f;  // half the product: B' = b / 2, ties to even
   Reporter r;
   auto m = fused(convModel(s), r);
-  qconv::fixBiasScale(m, r.ctx);
   auto* qc = only(m.graph, "QLinearConv");
   REQUIRE(qc->input(8)->initializer()->data_type() == TensorProto::INT32);
   // b = -50, 50, 150 at 0.0625 -> -25, 25, 75 at 0.125
@@ -57,27 +57,51 @@ TEST_CASE("a float bias is quantized per output channel with ties to even") {
   s.per_channel = true;  // w_scale[c] = 0.25 * (c + 1): products 0.125, 0.25, 0.375
   Reporter r;
   auto m = fused(floatBias(s, {0.0625f, 0.375f, -0.9375f}), r);
-  qconv::fixBiasScale(m, r.ctx);
   // 0.0625/0.125 = 0.5 -> 0; 0.375/0.25 = 1.5 -> 2; -0.9375/0.375 = -2.5 -> -2
   REQUIRE(intsOf(only(m.graph, "QLinearConv")->input(8)) == std::vector<int64_t>{0, 2, -2});
 }
 
-TEST_CASE("a bias that overflows int32 stops the conversion naming node and channel") {
+TEST_CASE("a bias that overflows int32 leaves the conv in QDQ form naming node and channel") {
   ConvSpec s;
   s.x_scale = 1e-6f;
   s.w_scale = 1e-6f;
   Reporter r;
-  auto m = fused(floatBias(s, {0.001f, 10.0f, -20.0f}), r);
-  try {
-    qconv::fixBiasScale(m, r.ctx);
-    FAIL("overflow accepted");
-  } catch (const qconv::Error& e) {
-    REQUIRE(e.code() == qconv::ExitCode::Unsupported);
-    const std::string msg = e.what();
-    REQUIRE(msg.rfind("test.onnx: node 'conv_1' (QLinearConv): bias of output channel 1 is 10 and does not fit int32", 0) == 0);
-    REQUIRE(msg.find("(2 channel(s) overflow)") != std::string::npos);
-    REQUIRE(msg.find("--raise-weight-scale") != std::string::npos);
-  }
+  auto m = floatBias(s, {0.001f, 10.0f, -20.0f}).build();
+  qconv::pairQdq(m, r.ctx);
+  qconv::fuseQLinearConv(m, r.ctx);
+  REQUIRE(nodesOf(m.graph, "QLinearConv").empty());
+  REQUIRE(nodesOf(m.graph, "Conv").size() == 1);
+  REQUIRE(r.ctx.refusals().size() == 1);
+  const std::string& msg = r.ctx.refusals()[0];
+  REQUIRE(msg.rfind("conv_1: not fused: bias of output channel 1 is 10 and does not fit int32 at scale x_scale*w_scale", 0) == 0);
+  REQUIRE(msg.find("(2 channel(s) overflow)") != std::string::npos);
+  REQUIRE(msg.find("--raise-weight-scale") != std::string::npos);
+}
+
+TEST_CASE("a bias that is not finite leaves the conv in QDQ form") {
+  Reporter r;
+  auto m = floatBias({}, {0.5f, std::numeric_limits<float>::quiet_NaN(), 1.0f}).build();
+  qconv::pairQdq(m, r.ctx);
+  qconv::fuseQLinearConv(m, r.ctx);
+  REQUIRE(nodesOf(m.graph, "QLinearConv").empty());
+  REQUIRE(r.ctx.refusals() == std::vector<std::string>{"conv_1: not fused: bias of output channel 1 is nan"});
+}
+
+TEST_CASE("raising a weight scale needs a weight zero point of 0") {
+  ConvSpec s;
+  s.x_scale = 1e-6f;
+  s.w_scale = 1e-6f;
+  Reporter r(qconv::PassOptions{true});
+  auto b = floatBias(s, {0.001f, 10.0f, -20.0f});
+  b.ints("w_zp1", TensorProto::INT8, {}, {1});
+  for (auto& n : *b.graph().mutable_node())
+    if (n.name() == "dq_w") n.set_input(2, "w_zp1");
+  auto m = b.build();
+  qconv::pairQdq(m, r.ctx);
+  qconv::fuseQLinearConv(m, r.ctx);
+  REQUIRE(nodesOf(m.graph, "QLinearConv").empty());
+  REQUIRE(r.ctx.refusals() ==
+          std::vector<std::string>{"conv_1: not fused: cannot raise the weight scale: weight zero point is not constant 0"});
 }
 
 TEST_CASE("with raise_weight_scale, only the overflowing channels and reports each") {
@@ -86,7 +110,6 @@ TEST_CASE("with raise_weight_scale, only the overflowing channels and reports ea
   s.w_scale = 1e-6f;
   Reporter r(qconv::PassOptions{true});
   auto m = fused(floatBias(s, {0.001f, 10.0f, -20.0f}), r);
-  qconv::fixBiasScale(m, r.ctx);
   REQUIRE(r.ctx.approximations().size() == 2);
   REQUIRE(r.ctx.approximations()[0].rfind("conv_1: output channel 1: bias 10 does not fit int32", 0) == 0);
   auto* qc = only(m.graph, "QLinearConv");

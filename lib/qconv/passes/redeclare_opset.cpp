@@ -1,4 +1,10 @@
-#include "qconv/pipeline/redeclare_opset.h"
+// redeclare-opset: with --opset N, declare the output's default-domain opset as N.
+//
+// Before:  opset_import { "": 13 }   After:  opset_import { "": N }   (no node changes)
+// The conditions each node must meet are in opset_history.h. A node that fails them is
+// unconvertible (its text names the version in the way), so refuse-foreign-ops, right after,
+// refuses the model with it (exit 4) and the opset stays as declared.
+#include "qconv/passes/opset_history.h"
 
 #include <fmt/format.h>
 
@@ -8,6 +14,7 @@
 #include <vector>
 
 #include "qconv/diag.h"
+#include "qconv/passes/driver.h"
 
 namespace qconv {
 
@@ -25,7 +32,7 @@ struct OpVersion {
 
 const OpVersion kHistory[] = {
 #define QCONV_OP_VERSION(OP, SINCE, CHANGED, IN, OUT, ATTRS, TYPES) {OP, SINCE, CHANGED, IN, OUT, ATTRS, TYPES},
-#include "qconv/io/opset_history.inc"
+#include "qconv/passes/opset_history.inc"
 #undef QCONV_OP_VERSION
 };
 
@@ -100,19 +107,40 @@ std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi) {
 
 }  // namespace
 
-void redeclareOpset(ir::Model& model, int64_t target, const std::string& path) {
+namespace {
+
+struct RedeclareOpset {
+  struct Group {};
+  int64_t target, declared, lo, hi;
+
+  bool root(const ir::Node& n) const { return n.domain().empty(); }
+  std::string declined(const ir::Node&) const {
+    return fmt::format("cannot declare opset {} (the model declares {})", target, declared);
+  }
+  Match<Group> select(ir::Node& n) {
+    if (std::string why = checkNode(n, lo, hi); !why.empty()) return Match<Group>::unconvertible(why);
+    return Match<Group>::none();
+  }
+  void rewrite(ir::Graph&, Group&, PassContext&) {}
+};
+
+}  // namespace
+
+void checkOpsetFlag(int64_t target) {
   const int64_t newest = newestKnownOpset();
   if (target < 1 || target > newest)
     throw Error(ExitCode::Usage, fmt::format("--opset {}: qconv knows the ai.onnx operators of opsets 1 to {}", target, newest));
+}
+
+void redeclareOpset(ir::Model& model, PassContext& ctx) {
+  const int64_t target = ctx.options().opset;
   const int64_t declared = ir::defaultOpset(model);
-  if (declared == target || declared == 0) return;
-  const int64_t lo = std::min(declared, target), hi = std::max(declared, target);
-  for (const auto& n : model.graph.nodes()) {
-    if (!model.graph.isAlive(n.get()) || !n->domain().empty()) continue;
-    if (std::string why = checkNode(*n, lo, hi); !why.empty())
-      throw Error(ExitCode::Unsupported, fmt::format("{}: {}: cannot declare opset {} (the model declares {}): {}", path,
-                                                     n->label(), target, declared, why));
-  }
+  if (!target || declared == target || declared == 0) return;
+  checkOpsetFlag(target);
+  const size_t before = ctx.reports(Report::Unconvertible).size();
+  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target)};
+  applyRule(model.graph, ctx, rule);
+  if (ctx.reports(Report::Unconvertible).size() != before) return;  // refuse-foreign-ops refuses the model
   for (auto& op : *model.shell.mutable_opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(target);
 }

@@ -1,0 +1,57 @@
+#include "qconv/passes/pass.h"
+
+#include <fmt/format.h>
+
+namespace qconv {
+
+void PassContext::report(Report kind, const std::string& subject, const std::string& text) {
+  std::string line = fmt::format("{}: {}", subject, text);
+  switch (kind) {
+    case Report::Refused:
+    case Report::Done:
+      log_.info("{}", line);
+      break;
+    case Report::Unconvertible:
+      log_.info("{}", line);
+      unconvertible_.emplace(subject, text);
+      break;
+    case Report::Detail:
+      log_.debug("{}", line);
+      return;  // not kept
+    case Report::Approximation:
+      log_.warn("approximation: {}", line);
+      break;
+    case Report::Warning:
+      log_.warn("{}", line);
+      break;
+  }
+  reports_[kind].push_back(std::move(line));
+}
+
+const std::vector<std::string>& PassContext::reports(Report kind) const {
+  static const std::vector<std::string> kNone;
+  auto it = reports_.find(kind);
+  return it == reports_.end() ? kNone : it->second;
+}
+
+std::string PassContext::unconvertibleReason(const std::string& label) const {
+  auto it = unconvertible_.find(label);
+  return it == unconvertible_.end() ? std::string() : it->second;
+}
+
+const std::vector<PassInfo>& passRegistry() {
+  static const std::vector<PassInfo> registry = {
+#define QCONV_PASS(NAME, FN, FORMATS, SUMMARY) {NAME, &FN, PassFormats::FORMATS, SUMMARY},
+#include "qconv/passes/passes.def"
+#undef QCONV_PASS
+  };
+  return registry;
+}
+
+const PassInfo* findPass(std::string_view name) {
+  for (const auto& p : passRegistry())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace qconv

@@ -1,0 +1,101 @@
+// What a pass sees: the model, its options, and one way to say what happened (report()).
+// Passes never print, time or dump: the pass manager does (pipeline/pass_manager.h).
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qconv/ir/ir.h"
+
+namespace qconv {
+
+struct PassOptions {
+  /// fuse-qlinear-conv: raise a channel's weight scale until its int32 bias fits (onnxruntime's
+  /// quantizer does this), instead of leaving the conv in QDQ form. Each raise is an approximation.
+  bool raise_weight_scale = false;
+  /// Allow the conversions that change numbers on rounding ties (OpenVINO FakeQuantize as
+  /// Q/DQ, a multiply-by-factor quantizer as QuantizeLinear): each is listed as approximation.
+  bool approximate = false;
+  /// shift-types: store 8-bit weights / activations in this type (onnx::TensorProto UINT8 or
+  /// INT8), zero points moved by 128; 0 keeps the model's. See shift_types.cpp.
+  int32_t weight_type = 0;
+  int32_t activation_type = 0;
+  /// check-saturation: count the weight pairs onnxruntime's x86 u8 x s8 kernels can saturate
+  /// (reads every such weight once: about 0.4 ms per MB).
+  bool check_saturation = true;
+  /// redeclare-opset: declare this default-domain opset in the output (0: keep the model's).
+  int64_t opset = 0;
+};
+
+/// The one vocabulary of everything a pass says. Each line is "<subject>: <text>", where the
+/// subject is a node's label (or the file, for the whole model).
+enum class Report {
+  Refused,        // a selector declined a node; it stays as it is, still correct        (info)
+  Unconvertible,  // a selector declined a node no standard runtime runs: if it is still in the
+                  // graph when the pipeline ends, refuse-foreign-ops refuses the model with
+                  // this text (exit 4)                                                  (info)
+  Done,           // what an action did that the user may want to know                   (info)
+  Detail,         // what only a developer wants to know                                 (debug)
+  Approximation,  // a change of numbers a flag allowed: also in the output's metadata  (warning)
+  Warning,        // something to act on though the conversion is exact                  (warning)
+};
+
+class PassContext {
+ public:
+  PassContext(spdlog::logger& log, PassOptions options, std::string path)
+      : log_(log), options_(options), path_(std::move(path)) {}
+
+  const PassOptions& options() const { return options_; }
+  /// The input file, the subject of whole-model diagnostics.
+  const std::string& path() const { return path_; }
+
+  void report(Report kind, const std::string& subject, const std::string& text);
+  void report(Report kind, const ir::Node& n, const std::string& text) { report(kind, n.label(), text); }
+  void count(const std::string& what, int n = 1) { counters_[what] += n; }
+
+  /// The lines reported, by kind, in order.
+  const std::vector<std::string>& reports(Report kind) const;
+  const std::vector<std::string>& refusals() const { return reports(Report::Refused); }
+  const std::vector<std::string>& approximations() const { return reports(Report::Approximation); }
+  const std::vector<std::string>& warnings() const { return reports(Report::Warning); }
+  const std::map<std::string, int>& counters() const { return counters_; }
+  /// The Unconvertible text reported for the node labelled `label`, or empty.
+  std::string unconvertibleReason(const std::string& label) const;
+
+ private:
+  spdlog::logger& log_;
+  PassOptions options_;
+  std::string path_;
+  std::map<Report, std::vector<std::string>> reports_;
+  std::map<std::string, int> counters_;
+  std::map<std::string, std::string> unconvertible_;  // node label -> text
+};
+
+using PassFn = void (*)(ir::Model&, PassContext&);
+
+/// Which pipelines a pass belongs to: every one (a stage the pass manager adds even around a
+/// --passes list), both formats' default pipelines, or --format qop's only.
+enum class PassFormats { Always, Both, QopOnly };
+
+struct PassInfo {
+  std::string_view name;
+  PassFn run;
+  PassFormats formats;
+  std::string_view summary;
+};
+
+/// Every pass, in pipeline order (passes.def).
+const std::vector<PassInfo>& passRegistry();
+const PassInfo* findPass(std::string_view name);
+
+// The passes (one file each under lib/qconv/passes/).
+#define QCONV_PASS(NAME, FN, FORMATS, SUMMARY) void FN(ir::Model&, PassContext&);
+#include "qconv/passes/passes.def"
+#undef QCONV_PASS
+
+}  // namespace qconv
