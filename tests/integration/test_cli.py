@@ -106,12 +106,13 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
     r = run_qconv("convert", quantized(CASE), str(tmp_path / "o.onnx"), "--format", "qop", "--dump")
     assert r.returncode == 0
     headers = [l for l in r.stdout.splitlines() if l.startswith("; IR after")]
-    assert headers == ["; IR after parse", "; IR after fold-constants", "; IR after lower-contrib-qdq", "; IR after lower-vitis-qdq",
-                       "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize", "; IR after lower-qgemm",
-                       "; IR after fold-producers", "; IR after lower-primitive-qdq",
+    assert headers == ["; IR after parse", "; IR after validate", "; IR after fold-constants", "; IR after lower-contrib-qdq",
+                       "; IR after lower-vitis-qdq", "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize",
+                       "; IR after lower-qgemm", "; IR after fold-producers", "; IR after lower-primitive-qdq",
                        "; IR after lower-integer-ops", "; IR after pair-qdq",
-                       "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fix-bias-scale",
-                       "; IR after shift-types", "; IR after check-saturation"]
+                       "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul",
+                       "; IR after shift-types", "; IR after check-saturation", "; IR after redeclare-opset",
+                       "; IR after refuse-foreign-ops"]
     assert "= QLinearConv(" in r.stdout
 
 
@@ -127,8 +128,12 @@ def test_passes_flag_runs_only_the_named_passes(quantized, tmp_path):
 def test_passes_lists_the_registry():
     r = subprocess.run([qconv_bin(), "passes"], capture_output=True, text=True)
     assert r.returncode == 0
-    assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,lower-fake-quantize,lower-qgemm,"
-                                                     "fold-producers,lower-primitive-qdq,lower-integer-ops,pair-qdq") in r.stdout
+    assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: validate,fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,"
+                                                     "lower-fake-quantize,lower-qgemm,fold-producers,lower-primitive-qdq,lower-integer-ops,"
+                                                     "pair-qdq,shift-types,check-saturation,redeclare-opset,refuse-foreign-ops") in r.stdout
+    # every stage shows, the hidden ones included
+    for stage in ("validate", "redeclare-opset", "refuse-foreign-ops"):
+        assert any(line.split()[0] == stage for line in r.stdout.splitlines() if line.strip())
 
 
 def test_a_refused_group_stays_in_qdq_form_and_stays_correct(quantized, tmp_path):

@@ -43,6 +43,29 @@ def test_corpus_case(name, tmp_path):
     assert os.listdir(out_dir) == []  # no output, no temporary file
 
 
+@pytest.mark.parametrize("bias, why", [([5000.0, 1.0], "bias of output channel 0 is 5000 and does not fit int32"),
+                                       ([float("nan"), 1.0], "bias of output channel 0 is nan")],  # the fuzzer's NaN
+                         ids=["int32_overflow", "nan"])
+def test_a_bias_qlinearconv_cannot_hold_leaves_the_conv_in_qdq_form(bias, why, tmp_path):
+    """Once exit 4 (overflow) and exit 3 (NaN) for the whole model; now a selector condition:
+    that conv stays QDQ, refused by name, and the model converts with the same numbers."""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tests", "hostile"))
+    from make_corpus import conv_qdq
+    from conftest import judge_qdq
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(conv_qdq(bias), src)
+    r = run_qconv("convert", src, dst, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    assert f"qconv: info: conv_17: not fused: {why}" in r.stderr.splitlines()[0]
+    out = onnx.load(dst)
+    assert "QLinearConv" not in [n.op_type for n in out.graph.node]
+    assert "Conv" in [n.op_type for n in out.graph.node]
+    x = np.random.default_rng(0).standard_normal(tuple(d.dim_value for d in out.graph.input[0].type.tensor_type.shape.dim)).astype(np.float32)
+    if not np.isnan(bias[0]):
+        judge_qdq(src, dst, [x])
+
+
 # --------------------------------------------------------------------------------------------
 # External data escapes. The model's folder is tmp/model; a secret lies beside it in tmp/secret.
 

@@ -112,14 +112,18 @@ namespace {
 struct RedeclareOpset {
   struct Group {};
   int64_t target, declared, lo, hi;
+  bool blocked = false;  // the first node in the way is the one named
 
   bool root(const ir::Node& n) const { return n.domain().empty(); }
   std::string declined(const ir::Node&) const {
     return fmt::format("cannot declare opset {} (the model declares {})", target, declared);
   }
   Match<Group> select(ir::Node& n) {
-    if (std::string why = checkNode(n, lo, hi); !why.empty()) return Match<Group>::unconvertible(why);
-    return Match<Group>::none();
+    if (blocked) return Match<Group>::none();
+    std::string why = checkNode(n, lo, hi);
+    if (why.empty()) return Match<Group>::none();
+    blocked = true;
+    return Match<Group>::unconvertible(why);
   }
   void rewrite(ir::Graph&, Group&, PassContext&) {}
 };
@@ -138,7 +142,7 @@ void redeclareOpset(ir::Model& model, PassContext& ctx) {
   if (!target || declared == target || declared == 0) return;
   checkOpsetFlag(target);
   const size_t before = ctx.reports(Report::Unconvertible).size();
-  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target)};
+  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target), false};
   applyRule(model.graph, ctx, rule);
   if (ctx.reports(Report::Unconvertible).size() != before) return;  // refuse-foreign-ops refuses the model
   for (auto& op : *model.shell.mutable_opset_import())
