@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz parse + every pass + emit with libFuzzer (clang, ASan, UBSan) for a bounded time,
-# seeded from test_data/ and the hostile corpus. Usage: scripts/fuzz.sh [seconds, default 60]
+# seeded from test_data/, the hostile corpus, and one model per dialect from the test builders
+# (tests/fuzz/make_seeds.py, with the test environment scripts/test.sh makes). Usage: scripts/fuzz.sh [seconds, default 60]
 # Prints libFuzzer's execution count; a crash leaves crash-* in build-fuzz/artifacts/ and
 # exits non-zero (each one found becomes a case in tests/hostile/make_corpus.py).
 set -euo pipefail
@@ -15,8 +16,10 @@ fi
 cmake --build build-fuzz --target fuzz_convert -- -j"$(nproc)" >/dev/null || cmake --build build-fuzz --target fuzz_convert
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
 seeds=$(find test_data tests/hostile/corpus -name '*.onnx' -size -1024k | sort)
-echo "== fuzzing for ${seconds}s, seeds: $(echo "$seeds" | wc -l) models"
 mkdir -p build-fuzz/seeds && cp $seeds build-fuzz/seeds/ 2>/dev/null || true
+[ -x .venv/bin/python ] || { echo "fuzz: no .venv: run scripts/test.sh first (the dialect seeds need it)"; exit 1; }
+.venv/bin/python tests/fuzz/make_seeds.py build-fuzz/seeds 2>/dev/null | sed 's/^/fuzz: /'
+echo "== fuzzing for ${seconds}s, seeds: $(ls build-fuzz/seeds | wc -l) models"
 start=$(date +%s)
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   build-fuzz/fuzz_convert -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \

@@ -1,0 +1,85 @@
+"""Write one small model per dialect qconv reads, from the test builders, as fuzzing seeds:
+so that libFuzzer starts inside every pass instead of having to find each dialect itself.
+
+    .venv/bin/python tests/fuzz/make_seeds.py OUT_DIR      (scripts/fuzz.sh runs it)
+
+Each seed is deterministic. docs/robustness.md lists which pass each one reaches."""
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+import models  # noqa: E402
+import test_dialects  # noqa: E402
+import test_fake_quantize  # noqa: E402
+import test_qgemm  # noqa: E402
+import test_qonnx  # noqa: E402
+import test_vitis  # noqa: E402
+
+
+def integer_conv() -> onnx.ModelProto:
+    """Aidge's integer export (lower-integer-ops): Q -> Pad -> Conv(int8 w, int32 b) -> Q(divisor) -> Relu."""
+    inits = [numpy_helper.from_array(np.array(0.5, np.float32), "s_in"), helper.make_tensor("z", TensorProto.INT8, [], [0]),
+             numpy_helper.from_array(np.array([[[[3]]], [[[-2]]]], np.int8), "w"),
+             numpy_helper.from_array(np.array([5, -7], np.int32), "b"),
+             numpy_helper.from_array(np.array(4.0, np.float32), "S"),
+             numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s_in", "z"], ["xq"], name="q_in"),
+             helper.make_node("Pad", ["xq", "pads"], ["xp"], name="pad"),
+             helper.make_node("Conv", ["xp", "w", "b"], ["acc"], name="conv_int"),
+             helper.make_node("QuantizeLinear", ["acc", "S", "z"], ["yq"], name="q_out"),
+             helper.make_node("Relu", ["yq"], ["r"], name="relu_int"),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool_int")]
+    g = helper.make_graph(nodes, "integer_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
+                          [helper.make_tensor_value_info("p", TensorProto.INT8, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+
+
+def main(out: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    seeds = {
+        "vitis_even": test_vitis.single(-128, 127, 0.05, 0, 1),
+        "vitis_emulated": test_vitis.single(-128, 127, 0.05, 0, 2),
+        "qonnx": test_qonnx.build("qonnx.custom_op.general", False),
+        "qonnx_emulated": test_qonnx.single_quant(4, True, True, "UP", 0.0),
+        "fake_quantize": test_fake_quantize.model(-1.28, 1.27, -1.28, 1.27, 256),
+        "integer_conv": integer_conv(),
+    }
+    with tempfile.TemporaryDirectory() as work:
+        w = Path(work)
+        qdq = str(w / "qdq.onnx")
+        models.quantize_qdq(models.small_cnn(), qdq, per_channel=True, activation="uint8", work_dir=work)
+        seeds["qdq"] = onnx.load(qdq)
+        mlp = str(w / "mlp.onnx")
+        models.quantize_qdq(models.mlp(), mlp, per_channel=False, activation="uint8", work_dir=work)
+        seeds["qdq_matmul"] = onnx.load(mlp)
+        contrib = str(w / "contrib.onnx")
+        test_dialects.quantize_contrib("small_cnn", contrib, "uint8", w)
+        seeds["com_microsoft_qdq"] = onnx.load(contrib)
+        quark = str(w / "quark.onnx")
+        test_dialects.as_quark(qdq, quark)
+        seeds["quark"] = onnx.load(quark)
+        primitive = str(w / "primitive.onnx")
+        test_dialects.expand_to_primitives(qdq, primitive)
+        seeds["primitive"] = onnx.load(primitive)
+        from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+        fsrc, qgemm = str(w / "gemm.onnx"), str(w / "qgemm.onnx")
+        onnx.save(test_qgemm.float_gemm_model(), fsrc)
+        quantize_static(fsrc, qgemm, models.calibration_reader(test_qgemm.inputs(8, 1)), quant_format=QuantFormat.QOperator,
+                        per_channel=False, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        seeds["qgemm"] = onnx.load(qgemm)
+    for name, m in sorted(seeds.items()):
+        with open(os.path.join(out, f"dialect_{name}.onnx"), "wb") as f:
+            f.write(m.SerializeToString())
+    print(f"{len(seeds)} dialect seeds in {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
