@@ -61,15 +61,15 @@ std::optional<BiasPlan> planBias(const ConvGroup& g, bool raise_weight_scale, st
   p.x_scale = g.x.params.scale[0];
   p.w_scale = expand(g.w.params.scale, m);
   std::vector<float> dq_scale;
-  if (ir::Node* dq = dequantizeFeeding(g.bias)) {  // DQ(int32, s_b, 0): checked by selectConvGroup
+  if (g.bias_params) {  // DQ(int32, s_b, 0): read and checked by selectConvGroup
+    ir::Node* dq = dequantizeFeeding(g.bias);
     std::string inner;
-    auto q = readConstQuant(*dq, &inner);
     auto ints = ir::readInts(*dq->input(0)->initializer(), &inner);
-    if (!q || !ints) {
+    if (!ints) {
       *why = "bias cannot be read: " + inner;
       return std::nullopt;
     }
-    dq_scale = expand(q->scale, m);
+    dq_scale = expand(g.bias_params->scale, m);
     for (int64_t c = 0; c < m; ++c) p.real.push_back(static_cast<float>((*ints)[c]) * dq_scale[c]);
     bool same = true;  // already at x_scale * w_scale[c], bit for bit: used as is
     for (int64_t c = 0; same && c < m; ++c) {

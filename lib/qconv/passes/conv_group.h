@@ -13,6 +13,7 @@ struct ConvGroup {
   DequantizedInput x;
   DequantizedInput w;
   ir::Value* bias = nullptr;  // float: a constant initializer or a DQ of a constant int32
+  std::optional<ConstQuant> bias_params;  // the bias DQ's parameters, when it has one
   QuantizedOutput y;
 };
 

@@ -9,7 +9,7 @@ namespace qconv {
 namespace {
 
 /// (5) the bias: a constant float [M], or DQ(int32 constant [M], scale scalar or [M], zp 0).
-bool acceptBias(ir::Value* b, int64_t m, std::string* why) {
+bool acceptBias(ir::Value* b, int64_t m, std::optional<ConstQuant>* params, std::string* why) {
   if (ir::Node* dq = dequantizeFeeding(b)) {
     std::string inner;
     auto q = readConstQuant(*dq, &inner);
@@ -35,6 +35,7 @@ bool acceptBias(ir::Value* b, int64_t m, std::string* why) {
       *why = fmt::format("bias does not have {} values (one per output channel)", m);
       return false;
     }
+    *params = std::move(q);
     return true;
   }
   if (!b->isConstant() || b->initializer()->data_type() != onnx::TensorProto::FLOAT) {
@@ -99,7 +100,7 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
   }
   // (5) bias
   if (ir::Value* b = conv.input(2)) {
-    if (!acceptBias(b, m, why)) return std::nullopt;
+    if (!acceptBias(b, m, &g.bias_params, why)) return std::nullopt;
     g.bias = b;
   }
   // (6)-(8) one reader, a Q (through a redundant Relu/Clip), per tensor int8/uint8
