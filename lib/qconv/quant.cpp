@@ -28,7 +28,7 @@ ir::Node* dequantizeFeeding(const ir::Value* v) {
 std::optional<float> constantScalar(const ir::Value* v) {
   if (!v || !v->isConstant()) return std::nullopt;
   std::string why;
-  auto f = ir::readFloats(*v->initializer(), &why);
+  auto f = ir::readFloats(*v, &why);
   if (!f || f->size() != 1) return std::nullopt;
   return (*f)[0];
 }
@@ -74,7 +74,7 @@ std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why) {
   }
   ConstQuant q;
   std::string inner;
-  auto s = ir::readFloats(*scale->initializer(), &inner);
+  auto s = ir::readFloats(*scale, &inner);
   if (!s) {
     *why = "scale: " + inner;
     return std::nullopt;
@@ -97,7 +97,7 @@ std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why) {
   q.per_axis = q.scale.size() > 1;
   q.axis = n.attrInt("axis", 1);
   if (zp) {
-    auto z = ir::readInts(*zp->initializer(), &inner);
+    auto z = ir::readInts(*zp, &inner);
     if (!z) {
       *why = "zero point: " + inner;
       return std::nullopt;

@@ -22,7 +22,6 @@
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/splice.h"
-#include "qconv/ir/tensor.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/run.h"
 
@@ -77,16 +76,22 @@ bool readBothWays(const uint8_t* data, size_t size, qconv::io::InputModel* in, o
 
 /// The writer against protobuf: the spliced bytes are protobuf's for the model with every
 /// file-backed tensor loaded (and written, as the writer does, without data_location).
-void writeBothWays(onnx::ModelProto& out) {
-  const qconv::io::InlineModel plan(out, kThreshold);
+void writeBothWays(onnx::ModelProto& out, const qconv::io::FileBacked& file_backed) {
+  const qconv::io::InlineModel plan(out, kThreshold, &file_backed);
   if (plan.size() > static_cast<uint64_t>(INT32_MAX)) return;
   StringSink sink;
   plan.write(sink);
   onnx::ModelProto loaded = out;
-  for (auto& t : *loaded.mutable_graph()->mutable_initializer()) {
-    if (!qconv::ir::isFileBacked(t)) continue;
-    if (std::string why; !qconv::ir::loadExternal(t, &why)) bug("a span cannot be read", why);
+  for (int k = 0; k < out.graph().initializer_size(); ++k) {
+    const qconv::io::FileRange* r = qconv::io::findRange(&file_backed, out.graph().initializer(k));
+    if (!r) continue;
+    onnx::TensorProto& t = *loaded.mutable_graph()->mutable_initializer(k);
+    std::string bytes(r->length, '\0');
+    if (pread(r->fd, bytes.data(), r->length, static_cast<off_t>(r->offset)) != static_cast<ssize_t>(r->length))
+      bug("a span cannot be read");
+    t.clear_external_data();
     t.clear_data_location();
+    t.set_raw_data(std::move(bytes));
   }
   if (sink.out != loaded.SerializeAsString()) bug("the spliced bytes differ from protobuf's");
 }
@@ -111,9 +116,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size % 3 == 2) options.activation_type = onnx::TensorProto::INT8;
     qconv::PassContext ctx(log, options, kPath);
     pm.run(model, ctx, nullptr);
-    onnx::ModelProto out = qconv::io::exportModel(model);
-    writeBothWays(out);
-    if (std::string why = qconv::io::checkModel(out); !why.empty() && qconv::io::checkModel(input).empty())
+    qconv::io::FileBacked file_backed;
+    onnx::ModelProto out = qconv::io::exportModel(model, &file_backed);
+    writeBothWays(out, file_backed);
+    if (std::string why = qconv::io::checkModel(out, &file_backed); !why.empty() && qconv::io::checkModel(input).empty())
       bug("a valid model became invalid", why);
   } catch (const qconv::Error& e) {
     if (e.code() == qconv::ExitCode::Internal) bug("internal error on model data", e.what());

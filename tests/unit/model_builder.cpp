@@ -97,7 +97,7 @@ std::vector<int64_t> intsOf(const qconv::ir::Value* v) {
   REQUIRE(v);
   REQUIRE(v->initializer());
   std::string why;
-  auto r = qconv::ir::readInts(*v->initializer(), &why);
+  auto r = qconv::ir::readInts(*v, &why);
   REQUIRE(r);
   return *r;
 }
@@ -106,7 +106,7 @@ std::vector<float> floatsOf(const qconv::ir::Value* v) {
   REQUIRE(v);
   REQUIRE(v->initializer());
   std::string why;
-  auto r = qconv::ir::readFloats(*v->initializer(), &why);
+  auto r = qconv::ir::readFloats(*v, &why);
   REQUIRE(r);
   return *r;
 }

@@ -114,12 +114,22 @@ struct StringSink : qconv::io::SpliceSink {
   }
 };
 
-std::string written(onnx::ModelProto& m) {
-  const qconv::io::InlineModel plan(m);
+std::string written(onnx::ModelProto& m, const qconv::io::FileBacked* file_backed = nullptr) {
+  const qconv::io::InlineModel plan(m, kSpliceThreshold, file_backed);
   StringSink sink;
   plan.write(sink);
   REQUIRE(sink.out.size() == plan.size());
   return sink.out;
+}
+
+/// The reader's spans made file-backed, as import makes them, and listed as export lists them.
+qconv::io::FileBacked pointIntoFile(qconv::io::InputModel& in) {
+  qconv::io::FileBacked file_backed;
+  for (const auto& s : in.spans) {
+    TensorProto& t = *in.proto.mutable_graph()->mutable_initializer(s.index);
+    file_backed.emplace(&t, in.files->range(in.files->pointIntoModelFile(t, s.offset, s.length)));
+  }
+  return file_backed;
 }
 
 fs::path tempFile(const std::string& name, const std::string& bytes) {
@@ -232,18 +242,17 @@ TEST_CASE("the writer writes the bytes protobuf's serializer writes") {
     const fs::path path = tempFile("large.onnx", serialized(m));
     qconv::io::InputModel in = qconv::io::openModel(path.string());
     REQUIRE(in.spans.size() == 2);
-    for (const auto& s : in.spans)
-      in.files->pointIntoModelFile(*in.proto.mutable_graph()->mutable_initializer(s.index), s.offset, s.length);
+    const qconv::io::FileBacked file_backed = pointIntoFile(in);
     REQUIRE(in.proto.graph().initializer(2).raw_data().empty());
     // protobuf's bytes for the model with its tensors loaded; a file-backed tensor is written
     // without data_location, its default
     onnx::ModelProto want = qconv::io::readModelFile(path.string());
     want.mutable_graph()->mutable_initializer(4)->clear_data_location();
-    REQUIRE(written(in.proto) == serialized(want));
+    REQUIRE(written(in.proto, &file_backed) == serialized(want));
 
     // and the checker accepts it, shown stand-ins, and leaves it as it was
     const std::string before = serialized(in.proto);
-    REQUIRE(qconv::io::checkModel(in.proto).empty());
+    REQUIRE(qconv::io::checkModel(in.proto, &file_backed).empty());
     REQUIRE(serialized(in.proto) == before);
   }
 }
@@ -253,10 +262,9 @@ TEST_CASE("the checker still judges a model whose initializers are file-backed")
   m.mutable_graph()->mutable_node(1)->set_op_type("NoSuchOp");
   const fs::path path = tempFile("bad_op.onnx", serialized(m));
   qconv::io::InputModel in = qconv::io::openModel(path.string());
-  for (const auto& s : in.spans)
-    in.files->pointIntoModelFile(*in.proto.mutable_graph()->mutable_initializer(s.index), s.offset, s.length);
+  const qconv::io::FileBacked file_backed = pointIntoFile(in);
   const std::string before = serialized(in.proto);
-  REQUIRE(qconv::io::checkModel(in.proto).find("NoSuchOp") != std::string::npos);
+  REQUIRE(qconv::io::checkModel(in.proto, &file_backed).find("NoSuchOp") != std::string::npos);
   REQUIRE(serialized(in.proto) == before);
 }
 
@@ -275,12 +283,13 @@ TEST_CASE("import reads file-backed initializers through the file, with their va
 TEST_CASE("an input that shrinks before its bytes are copied fails the write, leaving no output") {
   const fs::path path = tempFile("shrinks.onnx", serialized(largeModel().proto()));
   qconv::io::InputModel in = qconv::io::openModel(path.string());
-  for (const auto& s : in.spans)
-    in.files->pointIntoModelFile(*in.proto.mutable_graph()->mutable_initializer(s.index), s.offset, s.length);
+  const qconv::io::FileBacked file_backed = pointIntoFile(in);
   fs::resize_file(path, in.spans.back().offset);  // the last tensor's bytes are gone
   const fs::path out = path.parent_path() / "shrinks_out.onnx";
   try {
-    qconv::io::writeModel(in.proto, out.string(), {});
+    qconv::io::WriteOptions options;
+    options.file_backed = &file_backed;
+    qconv::io::writeModel(in.proto, out.string(), options);
     FAIL("the write succeeded");
   } catch (const qconv::Error& e) {
     REQUIRE(e.code() == qconv::ExitCode::Output);

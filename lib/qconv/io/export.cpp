@@ -6,7 +6,9 @@
 #include <unordered_set>
 
 #include "qconv/diag.h"
+#include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
+#include "qconv/ir/tensor.h"
 
 namespace qconv::io {
 
@@ -56,7 +58,7 @@ void assignNames(ir::Model& model) {
 
 }  // namespace
 
-onnx::ModelProto exportModel(ir::Model& model) {
+onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
   assignNames(model);
   ir::Graph& graph = model.graph;
   onnx::ModelProto out = std::move(model.shell);
@@ -77,6 +79,16 @@ onnx::ModelProto exportModel(ir::Model& model) {
   for (ir::Value* v : graph.initializers()) {
     auto t = graph.releaseInitializer(v);
     t->set_name(v->name());
+    if (const ir::FileBytes& bytes = v->fileBytes()) {
+      const auto* files = dynamic_cast<const ExternalFiles*>(bytes.source);
+      if (file_backed && files) {
+        file_backed->emplace(t.get(), files->range(bytes));
+      } else {  // the caller wants every byte in the model (or the source is not a file io opened)
+        t->set_raw_data(ir::loadBytes(bytes));
+        t->clear_external_data();
+        t->clear_data_location();
+      }
+    }
     g->mutable_initializer()->AddAllocated(t.release());
   }
   // A value listed more than once (an input that is also an output, an output listed twice)

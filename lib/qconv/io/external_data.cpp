@@ -38,20 +38,6 @@ std::vector<std::string> components(const std::string& location) {
   return parts;
 }
 
-/// data_location EXTERNAL, and external_data rewritten to `entries` plus the descriptor.
-void pointAt(onnx::TensorProto& t, std::initializer_list<std::pair<const char*, std::string>> entries, int fd) {
-  t.clear_raw_data();
-  t.clear_external_data();
-  t.set_data_location(onnx::TensorProto::EXTERNAL);
-  auto add = [&](const char* k, const std::string& v) {
-    auto* e = t.add_external_data();
-    e->set_key(k);
-    e->set_value(v);
-  };
-  for (const auto& [k, v] : entries) add(k, v);
-  add(ir::kFdKey, std::to_string(fd));
-}
-
 }  // namespace
 
 ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(modelPath)) {}
@@ -67,9 +53,54 @@ void ExternalFiles::adoptModelFile(int fd) {
   modelFd_ = fd;
 }
 
-void ExternalFiles::pointIntoModelFile(onnx::TensorProto& t, uint64_t offset, uint64_t length) const {
+ir::FileBytes ExternalFiles::addSpan(onnx::TensorProto& t,
+                                     std::initializer_list<std::pair<const char*, std::string>> entries, int fd,
+                                     uint64_t offset, uint64_t length, bool data_file, std::string what) {
+  QCONV_ASSERT(spans_.size() < UINT32_MAX, "{}: more file-backed tensors than spans", modelPath_);
+  t.clear_raw_data();
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [k, v] : entries) {
+    auto* e = t.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  spans_.push_back({fd, offset, length, data_file, std::move(what)});
+  return {this, static_cast<uint32_t>(spans_.size() - 1), length};
+}
+
+ir::FileBytes ExternalFiles::pointIntoModelFile(onnx::TensorProto& t, uint64_t offset, uint64_t length) {
   QCONV_ASSERT(modelFd_ >= 0, "{}: tensor '{}' points into a model file that is not open", modelPath_, t.name());
-  pointAt(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(length)}}, modelFd_);
+  return addSpan(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(length)}}, modelFd_, offset, length,
+                 false, fmt::format("{}: initializer '{}'", modelPath_, t.name()));
+}
+
+void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) const {
+  QCONV_ASSERT(span < spans_.size(), "{}: span {} of {}", modelPath_, span, spans_.size());
+  const Span& s = spans_[span];
+  QCONV_ASSERT(at <= s.length && n <= s.length - at, "{}: bytes [{}, {}) of a {}-byte tensor", s.what, at, at + n,
+               s.length);
+  for (uint64_t done = 0; done < n;) {
+    const ssize_t r = pread(s.fd, out + done, n - done, static_cast<off_t>(s.offset + at + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      throw Error(ExitCode::BadInput, fmt::format("{}: cannot read its bytes: {}", s.what,
+                                                  r < 0 ? sysError() : "the file is shorter than when it was opened"));
+    done += static_cast<uint64_t>(r);
+  }
+}
+
+FileRange ExternalFiles::range(const ir::FileBytes& bytes) const {
+  QCONV_ASSERT(bytes.source == this && bytes.span < spans_.size(), "{}: a span of another model", modelPath_);
+  const Span& s = spans_[bytes.span];
+  return {s.fd, s.offset, s.length, s.data_file, &s.what};
+}
+
+void ExternalFiles::inlineBytes(onnx::TensorProto& t, const std::string& where) {
+  std::string bytes = ir::loadBytes(resolve(t, where));
+  t.clear_external_data();
+  t.set_data_location(onnx::TensorProto::DEFAULT);
+  t.set_raw_data(std::move(bytes));
 }
 
 int ExternalFiles::openBelowModelDir(const std::string& location, const std::string& where) {
@@ -119,7 +150,7 @@ int ExternalFiles::openBelowModelDir(const std::string& location, const std::str
   return cur;
 }
 
-void ExternalFiles::resolve(onnx::TensorProto& t, const std::string& where) {
+ir::FileBytes ExternalFiles::resolve(onnx::TensorProto& t, const std::string& where) {
   auto bad = [&](const std::string& what) {
     return Error(ExitCode::BadInput, fmt::format("{}: {}: external data {}", modelPath_, where, what));
   };
@@ -154,8 +185,8 @@ void ExternalFiles::resolve(onnx::TensorProto& t, const std::string& where) {
   if (offset > size || need > size - offset)
     throw bad(fmt::format("range [{}, {}) lies outside '{}' ({} bytes)", offset, offset + need, location, size));
 
-  pointAt(t, {{"location", location}, {"offset", std::to_string(offset)}, {"length", std::to_string(need)}},
-          it->second);
+  return addSpan(t, {{"location", location}, {"offset", std::to_string(offset)}, {"length", std::to_string(need)}},
+                 it->second, offset, need, true, fmt::format("{}: {} (bytes in '{}')", modelPath_, where, location));
 }
 
 }  // namespace qconv::io

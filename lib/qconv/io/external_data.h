@@ -6,9 +6,10 @@
 // symbolic link (each folder and the file are opened with O_NOFOLLOW below the model's own
 // folder), a regular file with one hard link; offset and length lie inside the file and the
 // length is what the tensor's type and dims need. A tensor is not read when it is resolved:
-// it keeps data_location EXTERNAL, and its external_data is rewritten to the canonical
-// entries plus the open file's descriptor (key ir::kFdKey), which ir::readFloats / readInts and
-// the writer use. Only import writes that key, after dropping whatever the model had.
+// it keeps data_location EXTERNAL with the canonical entries, and its bytes become a span of
+// ExternalFiles, the ir::ByteSource the IR reads them through (ir::FileBytes on the value).
+// Descriptors stay here: the emitted model's file-backed tensors are listed, with the file
+// range each one's bytes are in, in a FileBacked table for the writer and the checker.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -16,8 +17,10 @@
 #include "qconv/ir/tensor.h"
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,32 +32,70 @@ inline constexpr uint64_t kExternalAlignment = 4096;
 /// (onnx.external_data_helper's default threshold).
 inline constexpr uint64_t kExternalThreshold = 1024;
 
+/// Where a file-backed tensor's bytes are: `length` bytes at `offset` of the open file `fd`.
+struct FileRange {
+  int fd = -1;
+  uint64_t offset = 0, length = 0;
+  bool data_file = false;             // an external data file the model named (not the model file)
+  const std::string* what = nullptr;  // "<model>: initializer 'w' (bytes in 'w.data')", for messages
+};
+
+/// The file-backed tensors of an emitted model (exportModel), by address in that model: what the
+/// writer copies range by range and the checker is shown a stand-in for. Valid while the model
+/// is and its ExternalFiles are.
+using FileBacked = std::unordered_map<const onnx::TensorProto*, FileRange>;
+
+/// The range of `t` when `file_backed` lists it, else null.
+inline const FileRange* findRange(const FileBacked* file_backed, const onnx::TensorProto& t) {
+  if (!file_backed) return nullptr;
+  auto it = file_backed->find(&t);
+  return it == file_backed->end() ? nullptr : &it->second;
+}
+
 /// The files the tensors of one model read from: its external data files, and the model file
 /// itself for the initializers the reader left there (io/splice.h). Closes them when destroyed.
-class ExternalFiles {
+class ExternalFiles : public ir::ByteSource {
  public:
   explicit ExternalFiles(std::string modelPath);
-  ~ExternalFiles();
+  ~ExternalFiles() override;
   ExternalFiles(const ExternalFiles&) = delete;
   ExternalFiles& operator=(const ExternalFiles&) = delete;
 
   /// Keep the model file open (and close it when destroyed): its bytes back tensors.
   void adoptModelFile(int fd);
 
-  /// Make `t` read [offset, offset + length) of the model file (adoptModelFile): the canonical
-  /// entries with ir::kFdKey, without a location. Only for a range the reader took from the file.
-  void pointIntoModelFile(onnx::TensorProto& t, uint64_t offset, uint64_t length) const;
+  /// Make `t` a file-backed tensor whose bytes are [offset, offset + length) of the model file
+  /// (adoptModelFile): EXTERNAL, with offset and length and no location. Only for a range the
+  /// reader took from the file.
+  ir::FileBytes pointIntoModelFile(onnx::TensorProto& t, uint64_t offset, uint64_t length);
 
   /// Check `t`'s external reference and open its file; rewrite its external_data to the
-  /// canonical form with ir::kFdKey. Throws Error(BadInput) naming the model file and `where`.
-  void resolve(onnx::TensorProto& t, const std::string& where);
+  /// canonical form. Throws Error(BadInput) naming the model file and `where`.
+  ir::FileBytes resolve(onnx::TensorProto& t, const std::string& where);
+
+  /// resolve, then read the bytes into `t`: an inline tensor again.
+  void inlineBytes(onnx::TensorProto& t, const std::string& where);
+
+  void read(uint32_t span, uint64_t at, uint64_t n, char* out) const override;
+
+  /// The file range of `bytes`, which this made.
+  FileRange range(const ir::FileBytes& bytes) const;
 
   /// (device, inode) of every data file opened: the writer must not replace one of them.
   const std::vector<std::pair<uint64_t, uint64_t>>& identities() const { return ids_; }
 
  private:
   int openBelowModelDir(const std::string& location, const std::string& where);
+  ir::FileBytes addSpan(onnx::TensorProto& t, std::initializer_list<std::pair<const char*, std::string>> entries,
+                        int fd, uint64_t offset, uint64_t length, bool data_file, std::string what);
 
+  struct Span {
+    int fd;
+    uint64_t offset, length;
+    bool data_file;
+    std::string what;
+  };
+  std::vector<Span> spans_;
   std::string modelPath_;
   int dirfd_ = -1;
   int modelFd_ = -1;

@@ -166,22 +166,19 @@ InputModel openModel(const std::string& path) {
   return in;
 }
 
-bool checkerApplies(const onnx::ModelProto& model) {
+bool checkerApplies(const onnx::ModelProto& model, const FileBacked* file_backed) {
   if (model.ir_version() > 8) return false;  // newer than Debian's checker (see docs/architecture.md)
   for (const auto& t : model.graph().initializer())
-    if (t.data_location() == onnx::TensorProto::EXTERNAL && !ir::isFileBacked(t)) return false;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL && !findRange(file_backed, t)) return false;
   return true;
 }
 
-std::string checkModel(onnx::ModelProto& model) {
-  if (!checkerApplies(model)) return {};
+std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed) {
+  if (!checkerApplies(model, file_backed)) return {};
   std::vector<std::unique_ptr<RawDataStandIn>> standIns;
-  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
-    int fd = -1;
-    uint64_t offset = 0, length = 0;
-    if (ir::externalSource(t, &fd, &offset, &length))  // an empty tensor holds no value field
-      standIns.push_back(std::make_unique<RawDataStandIn>(t, std::string(length ? 1 : 0, '\0')));
-  }
+  for (auto& t : *model.mutable_graph()->mutable_initializer())
+    if (const FileRange* r = findRange(file_backed, t))  // an empty tensor holds no value field
+      standIns.push_back(std::make_unique<RawDataStandIn>(t, std::string(r->length ? 1 : 0, '\0')));
   try {
     onnx::checker::check_model(model);
   } catch (const std::exception& e) {

@@ -64,9 +64,7 @@ std::string nodeLabel(const NodeProto& n, int index) {
 /// subgraph keeps its protos as they are).
 void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std::string& where) {
   auto inlineOne = [&](onnx::TensorProto& t) {
-    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
-    files.resolve(t, where);
-    if (std::string why; !ir::loadExternal(t, &why)) throw Error(ExitCode::BadInput, fmt::format("{}: {}", where, why));
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) files.inlineBytes(t, where);
   };
   std::function<void(onnx::GraphProto&)> graph = [&](onnx::GraphProto& g) {
     for (auto& t : *g.mutable_initializer()) inlineOne(t);
@@ -102,16 +100,17 @@ ir::Model importModel(InputModel input, const std::string& path) {
   byName.reserve(static_cast<size_t>(g->node_size() * 2 + g->initializer_size() + g->input_size()));
 
   std::shared_ptr<ExternalFiles> files = input.files ? input.files : std::make_shared<ExternalFiles>(path);
-  model.external_files = files;
+  model.byte_source = files;
   auto span = input.spans.begin();
   int initializer = 0;
   for (auto& t : extractAll(g->mutable_initializer())) {
     if (t->name().empty()) throw bad("an initializer has no name");
+    ir::FileBytes bytes;
     if (span != input.spans.end() && span->index == initializer) {  // bytes the reader left in the model file
-      files->pointIntoModelFile(*t, span->offset, span->length);
+      bytes = files->pointIntoModelFile(*t, span->offset, span->length);
       ++span;
     } else if (t->data_location() == onnx::TensorProto::EXTERNAL) {
-      files->resolve(*t, fmt::format("initializer '{}'", t->name()));
+      bytes = files->resolve(*t, fmt::format("initializer '{}'", t->name()));
     } else if (std::string why = ir::storageProblem(*t); !why.empty()) {
       throw bad(fmt::format("initializer '{}': {}", t->name(), why));
     }
@@ -119,7 +118,7 @@ ir::Model importModel(InputModel input, const std::string& path) {
     if (byName.count(t->name())) throw bad(fmt::format("initializer '{}' is defined twice", t->name()));
     ir::Value* v = graph.addValue(t->name());
     byName.emplace(t->name(), v);
-    graph.setInitializer(v, std::move(t));
+    graph.setInitializer(v, std::move(t), bytes);
   }
   for (const auto& s : g->sparse_initializer()) {
     const std::string& name = s.values().name();

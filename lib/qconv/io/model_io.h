@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "qconv/io/external_data.h"
 #include "qconv/io/splice.h"
 #include "qconv/ir/ir.h"
 
@@ -33,8 +34,8 @@ struct InputModel {
 /// file, and only the pages around them are touched. Same errors.
 InputModel openModel(const std::string& path);
 
-/// parse: ModelProto -> IR. Tensor bytes move, they are not copied; the spans' initializers
-/// become file-backed (ir::externalSource). Throws Error(BadInput) for a broken graph (dangling
+/// parse: ModelProto -> IR. Tensor bytes move, they are not copied; the spans' initializers and
+/// the external ones become file-backed (ir::Value::fileBytes, read through input.files). Throws Error(BadInput) for a broken graph (dangling
 /// or duplicate names, nodes out of order, a bad external reference), Error(Unsupported) for a
 /// construct qconv does not convert yet, each naming file and node.
 ir::Model importModel(InputModel input, const std::string& path);
@@ -43,20 +44,22 @@ inline ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
 }
 
 /// emit: IR -> ModelProto. Consumes the model's tensors and protos. Names generated values,
-/// sets opset_import and ir_version to what the emitted ops need.
-onnx::ModelProto exportModel(ir::Model& model);
+/// sets opset_import and ir_version to what the emitted ops need. A file-backed initializer
+/// stays so, listed in `file_backed`, when it is given; otherwise its bytes are read into the
+/// model (an I/O failure throws Error(BadInput)).
+onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed = nullptr);
 
 /// Whether checkModel runs the ONNX checker on `model`: Debian's libonnx 1.12 knows IR versions
 /// up to 8, and external data is checked by io::ExternalFiles, more strictly than it would. A
-/// file-backed initializer (ir::externalSource) is written inline, and so is checked.
-bool checkerApplies(const onnx::ModelProto& model);
+/// file-backed initializer (listed in `file_backed`) is written inline, and so is checked.
+bool checkerApplies(const onnx::ModelProto& model, const FileBacked* file_backed = nullptr);
 
 /// Run the ONNX checker where it applies. Returns an empty string when the model passes or the
 /// checker does not apply, else the checker's message. The checker reads a tensor's raw_data
 /// only for whether it is there (onnx/checker.cc, check_tensor), so each file-backed
 /// initializer is shown to it with a stand-in byte (none for an empty tensor) in place of its
 /// bytes, whose length import checked; the model is put back as it was before this returns.
-std::string checkModel(onnx::ModelProto& model);
+std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed = nullptr);
 
 /// Register the ONNX operator schemas the checker reads. libonnx does it on the checker's first
 /// call, and it is the checker's whole cost (about 7 ms); run it on another thread while the
@@ -74,6 +77,8 @@ struct WriteOptions {
   /// then survives a power loss too. Without it the write is still atomic for every reader and
   /// against the process dying (temporary file + rename), as onnx.save and onnxruntime are not.
   bool durable = false;
+  /// The model's file-backed tensors (exportModel), copied from their files.
+  const FileBacked* file_backed = nullptr;
 };
 
 class TempFile;

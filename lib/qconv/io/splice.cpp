@@ -136,12 +136,6 @@ wire::Field findField(const std::string& bytes, size_t begin, size_t end, uint32
   return {};
 }
 
-bool namesLocation(const TensorProto& t) {
-  for (const auto& e : t.external_data())
-    if (e.key() == "location") return true;
-  return false;
-}
-
 }  // namespace
 
 RawDataStandIn::RawDataStandIn(TensorProto& t, std::string raw)
@@ -166,7 +160,7 @@ RawDataStandIn::~RawDataStandIn() {
   t_.mutable_external_data()->Swap(&external_);
 }
 
-InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold) {
+InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold, const FileBacked* file_backed) {
   struct Splice {
     int index;
     TensorProto* tensor;
@@ -182,8 +176,12 @@ InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold) {
     for (int k = 0; inits && k < inits->size(); ++k) {
       TensorProto& t = *inits->Mutable(k);
       Splice s{k, &t, -1, 0, 0};
-      if (ir::externalSource(t, &s.fd, &s.from, &s.size)) reads_data_files_ = reads_data_files_ || namesLocation(t);
-      else if (t.data_location() != TensorProto::EXTERNAL && t.has_raw_data() && t.raw_data().size() >= threshold)
+      if (const FileRange* r = findRange(file_backed, t)) {
+        s.fd = r->fd;
+        s.from = r->offset;
+        s.size = r->length;
+        reads_data_files_ = reads_data_files_ || r->data_file;
+      } else if (t.data_location() != TensorProto::EXTERNAL && t.has_raw_data() && t.raw_data().size() >= threshold)
         s.size = t.raw_data().size();
       else continue;
       // present and empty: protobuf writes the field's tag where the bytes go

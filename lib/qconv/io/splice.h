@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "qconv/io/external_data.h"
+
 namespace qconv::io {
 
 /// How deep protobuf may nest messages when it parses a model (its default, 100, is too few
@@ -57,7 +59,7 @@ bool parseLeavingTensors(const uint8_t* data, size_t size, onnx::ModelProto* mod
                          const std::function<void(size_t upto)>& consumed = nullptr);
 
 /// While it lives, `t` holds `raw` as its raw_data and is put back as it was when it dies: a
-/// file-backed tensor (ir::externalSource) is shown as the inline tensor it is written as (no
+/// file-backed tensor (data_location EXTERNAL) is shown as the inline tensor it is written as (no
 /// data_location, no external_data), an inline one has its own bytes set aside. The writer
 /// serializes tensors so emptied; the checker is shown a stand-in byte (io::checkModel).
 class RawDataStandIn {
@@ -84,14 +86,15 @@ class SpliceSink {
 };
 
 /// A model as it will be written with every tensor inline: protobuf's serialization of it, each
-/// graph initializer that is file-backed (ir::externalSource) or holds at least `threshold`
+/// graph initializer that is file-backed (listed in `file_backed`) or holds at least `threshold`
 /// bytes of raw_data spliced in rather than serialized. A file-backed tensor
 /// is written without data_location (DEFAULT) and external_data, as protobuf would write it
 /// once its bytes were loaded. The model is unchanged when the constructor returns, and must
 /// stay so (and its files open) until write() has run.
 class InlineModel {
  public:
-  explicit InlineModel(onnx::ModelProto& model, uint64_t threshold = kSpliceThreshold);
+  explicit InlineModel(onnx::ModelProto& model, uint64_t threshold = kSpliceThreshold,
+                       const FileBacked* file_backed = nullptr);
   /// Bytes the model takes.
   uint64_t size() const { return size_; }
   /// Whether bytes come from an external data file (the model named a location for them).

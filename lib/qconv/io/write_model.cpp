@@ -128,14 +128,17 @@ struct Placement {
 
 /// Lay out every tensor of at least kExternalThreshold bytes (a resolved external one, or
 /// raw_data), each at the next kExternalAlignment boundary.
-std::vector<Placement> layout(onnx::ModelProto& model) {
+std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_backed) {
   std::vector<Placement> plan;
   uint64_t end = 0;
   for (auto& t : *model.mutable_graph()->mutable_initializer()) {
     Placement p{&t, -1, 0, 0, 0};
-    if (!ir::externalSource(t, &p.fd, &p.from, &p.size)) {
+    if (const FileRange* r = findRange(file_backed, t)) {
+      p.fd = r->fd;
+      p.from = r->offset;
+      p.size = r->length;
+    } else {
       if (!t.has_raw_data() || t.raw_data().size() < kExternalThreshold) continue;
-      p.fd = -1;
       p.size = t.raw_data().size();
     }
     p.offset = (end + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
@@ -146,8 +149,9 @@ std::vector<Placement> layout(onnx::ModelProto& model) {
 }
 
 /// Every tensor of at least kExternalThreshold bytes into the data file; false if none went.
-bool externalize(onnx::ModelProto& model, const std::string& location, TempFile& data) {
-  const std::vector<Placement> plan = layout(model);
+bool externalize(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& location,
+                 TempFile& data) {
+  const std::vector<Placement> plan = layout(model, file_backed);
   if (plan.empty()) return false;
   data.reserve(plan.back().offset + plan.back().size);
   for (const Placement& p : plan) {
@@ -246,9 +250,10 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
   if (options.external_data) {
     refuseProtected(dataPath, options);
     data = std::make_unique<TempFile>(dir, dataName, dataPath);
-    if (!externalize(model, dataName, *data)) data.reset();
+    if (!externalize(model, options.file_backed, dataName, *data)) data.reset();
   }
-  const InlineModel plan(model);
+  // after externalize, what it moved names the new data file: nothing is file-backed any more
+  const InlineModel plan(model, kSpliceThreshold, data ? nullptr : options.file_backed);
   if (plan.size() > static_cast<uint64_t>(INT_MAX))
     throw Error(ExitCode::Unsupported,
                 plan.readsDataFiles()

@@ -59,10 +59,13 @@ Value* Graph::addOpaqueValue(std::string name) {
   return v;
 }
 
-void Graph::setInitializer(Value* v, std::unique_ptr<onnx::TensorProto> t) {
+void Graph::setInitializer(Value* v, std::unique_ptr<onnx::TensorProto> t, FileBytes bytes) {
   QCONV_ASSERT(!v->initializer_, "value '{}' already has an initializer", v->name_);
+  QCONV_ASSERT(!bytes || t->data_location() == onnx::TensorProto::EXTERNAL,
+               "value '{}': file-backed, but its tensor holds bytes", v->name_);
   v->elem_type_ = t->data_type();
   v->initializer_ = std::move(t);
+  v->file_bytes_ = bytes;
   initializer_order_.push_back(v);
 }
 

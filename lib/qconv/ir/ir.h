@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "qconv/ir/byte_source.h"
+
 namespace qconv::ir {
 
 class Node;
@@ -55,6 +57,10 @@ class Value {
   /// An initializer that is not also a graph input: its value cannot change at run time.
   bool isConstant() const { return initializer_ != nullptr && !graph_input_; }
   const onnx::TensorProto* initializer() const { return initializer_.get(); }
+  /// Where the initializer's bytes are when they stay in a file (its TensorProto then says
+  /// EXTERNAL and holds none); empty otherwise. Read them with ir::readFloats / readInts /
+  /// ByteStream on the value, never through the TensorProto alone.
+  const FileBytes& fileBytes() const { return file_bytes_; }
 
   /// The ValueInfoProto the model gave for this value (graph input/output or value_info).
   const onnx::ValueInfoProto* info() const { return info_.get(); }
@@ -73,6 +79,7 @@ class Value {
   bool in_value_info_ = false;
   bool dropped_ = false;  // pruned: not emitted
   std::unique_ptr<onnx::TensorProto> initializer_;
+  FileBytes file_bytes_;
   std::unique_ptr<onnx::ValueInfoProto> info_;
 };
 
@@ -134,7 +141,8 @@ class Graph {
   // ---- building (parse) ----
   Value* addValue(std::string name);
   Value* addOpaqueValue(std::string name);
-  void setInitializer(Value* v, std::unique_ptr<onnx::TensorProto> t);
+  /// `bytes`: where a file-backed tensor's bytes are (io resolves them); empty for an inline one.
+  void setInitializer(Value* v, std::unique_ptr<onnx::TensorProto> t, FileBytes bytes = {});
   void setInfo(Value* v, std::unique_ptr<onnx::ValueInfoProto> info, bool from_value_info);
   void markGraphInput(Value* v);
   void markGraphOutput(Value* v);
@@ -192,9 +200,9 @@ struct Model {
   onnx::ModelProto shell;
   Graph graph;
   std::string path;  // the file it was read from, for diagnostics
-  /// The open files external tensors read from (io::ExternalFiles); they stay open while the
-  /// model and the protos emitted from it are in use.
-  std::shared_ptr<void> external_files;
+  /// What the file-backed initializers read from (io::ExternalFiles, which holds the files
+  /// open): kept alive with the model, and with the protos emitted from it while they are used.
+  std::shared_ptr<const ByteSource> byte_source;
 };
 
 /// The model's default-domain ("" or "ai.onnx") opset version, 0 when it imports none.

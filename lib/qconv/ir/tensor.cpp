@@ -1,18 +1,21 @@
 #include "qconv/ir/tensor.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <limits>
 
 #include "qconv/diag.h"
+#include "qconv/ir/ir.h"
 
 namespace qconv::ir {
 
 using onnx::TensorProto;
+
+namespace {
+
+constexpr const char* kUnresolved = "its bytes are in a file, and it was read without them";
+
+}  // namespace
 
 std::optional<int64_t> numElements(const TensorProto& t) {
   int64_t n = 1;
@@ -76,66 +79,16 @@ std::string storageProblem(const TensorProto& t) {
   return {};
 }
 
-bool externalSource(const TensorProto& t, int* fd, uint64_t* offset, uint64_t* length) {
-  if (t.data_location() != TensorProto::EXTERNAL) return false;
-  bool haveFd = false;
-  *offset = 0;
-  *length = 0;
-  for (const auto& e : t.external_data()) {
-    const std::string& v = e.value();
-    uint64_t x = 0;
-    if (std::from_chars(v.data(), v.data() + v.size(), x).ec != std::errc()) continue;
-    if (e.key() == kFdKey) {
-      *fd = static_cast<int>(x);
-      haveFd = true;
-    } else if (e.key() == "offset") {
-      *offset = x;
-    } else if (e.key() == "length") {
-      *length = x;
-    }
-  }
-  return haveFd;
+std::string loadBytes(const FileBytes& bytes) {
+  QCONV_ASSERT(bytes, "loadBytes: a tensor that is not file-backed");
+  std::string out(bytes.length, '\0');
+  bytes.source->read(bytes.span, 0, bytes.length, out.data());
+  return out;
 }
 
-bool isFileBacked(const TensorProto& t) {
-  int fd = -1;
-  uint64_t offset = 0, length = 0;
-  return externalSource(t, &fd, &offset, &length);
-}
+ByteStream::ByteStream(const Value& v, std::string& buffer) : ByteStream(*v.initializer(), v.fileBytes(), buffer) {}
 
-namespace {
-
-/// Read `length` bytes at `offset` into `out`, through short reads and EINTR. Empty on
-/// success, else why not (errno's text, or "the file is shorter").
-std::string preadFully(int fd, char* out, uint64_t length, uint64_t offset) {
-  uint64_t done = 0;
-  while (done < length) {
-    const ssize_t r = pread(fd, out + done, length - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return r < 0 ? sysError() : "the file is shorter";
-    done += static_cast<uint64_t>(r);
-  }
-  return {};
-}
-
-}  // namespace
-
-bool readExternalBytes(const TensorProto& t, std::string* bytes, std::string* why) {
-  int fd = -1;
-  uint64_t offset = 0, length = 0;
-  if (!externalSource(t, &fd, &offset, &length)) {
-    *why = "tensor is stored as external data that was not resolved";
-    return false;
-  }
-  bytes->resize(length);
-  if (std::string failed = preadFully(fd, bytes->data(), length, offset); !failed.empty()) {
-    *why = fmt::format("cannot read external data: {}", failed);
-    return false;
-  }
-  return true;
-}
-
-ByteStream::ByteStream(const TensorProto& t, std::string& buffer) : buffer_(buffer) {
+ByteStream::ByteStream(const TensorProto& t, const FileBytes& file, std::string& buffer) : file_(file), buffer_(buffer) {
   if (t.data_type() != TensorProto::INT8 && t.data_type() != TensorProto::UINT8) {
     why_ = fmt::format("tensor is {}, not int8 or uint8", typeName(t.data_type()));
     return;
@@ -148,10 +101,11 @@ ByteStream::ByteStream(const TensorProto& t, std::string& buffer) : buffer_(buff
   size_ = *n;
   uint64_t length = 0;
   if (t.data_location() == TensorProto::EXTERNAL) {
-    if (!externalSource(t, &fd_, &offset_, &length)) {
-      why_ = "tensor is stored as external data that was not resolved";
+    if (!file_) {
+      why_ = kUnresolved;
       return;
     }
+    length = file_.length;
   } else if (t.has_raw_data()) {
     raw_ = &t.raw_data();
     length = raw_->size();
@@ -179,30 +133,18 @@ const uint8_t* ByteStream::next(size_t n) {
     if (buffer_.size() < want) buffer_.resize(want);
     buffer_start_ = at;
     filled_ = 0;
-    if (std::string failed = preadFully(fd_, buffer_.data(), want, offset_ + at); !failed.empty()) {
-      why_ = fmt::format("cannot read tensor bytes: {}", failed);
-      return nullptr;
-    }
+    file_.source->read(file_.span, at, want, buffer_.data());
     filled_ = want;
   }
   return reinterpret_cast<const uint8_t*>(buffer_.data()) + (at - buffer_start_);
-}
-
-bool loadExternal(TensorProto& t, std::string* why) {
-  std::string bytes;
-  if (!readExternalBytes(t, &bytes, why)) return false;
-  t.clear_external_data();
-  t.set_data_location(TensorProto::DEFAULT);
-  t.set_raw_data(std::move(bytes));
-  return true;
 }
 
 namespace {
 
 /// Element count and raw bytes (`raw` points at raw_data, or at `holder` for external data;
 /// nullptr when the values are in a typed field).
-bool checkStorage(const TensorProto& t, int64_t* count, const std::string** raw, std::string& holder,
-                  std::string* why) {
+bool checkStorage(const TensorProto& t, const FileBytes& file, int64_t* count, const std::string** raw,
+                  std::string& holder, std::string* why) {
   auto n = numElements(t);
   if (!n) {
     *why = "tensor has invalid dims";
@@ -211,7 +153,16 @@ bool checkStorage(const TensorProto& t, int64_t* count, const std::string** raw,
   *count = *n;
   *raw = nullptr;
   if (t.data_location() == TensorProto::EXTERNAL) {
-    if (!readExternalBytes(t, &holder, why)) return false;
+    if (!file) {
+      *why = kUnresolved;
+      return false;
+    }
+    if (file.length != static_cast<uint64_t>(*n) * byteWidth(t.data_type())) {
+      *why = fmt::format("its file holds {} bytes, dims need {}", file.length,
+                         static_cast<uint64_t>(*n) * byteWidth(t.data_type()));
+      return false;
+    }
+    holder = loadBytes(file);
     *raw = &holder;
   } else if (t.has_raw_data()) {
     *raw = &t.raw_data();
@@ -231,9 +182,7 @@ T loadRaw(const std::string& raw, int64_t i) {
   return v;
 }
 
-}  // namespace
-
-std::optional<std::vector<float>> readFloats(const TensorProto& t, std::string* why) {
+std::optional<std::vector<float>> readFloats(const TensorProto& t, const FileBytes& file, std::string* why) {
   if (t.data_type() != TensorProto::FLOAT) {
     *why = fmt::format("tensor is {}, not float", typeName(t.data_type()));
     return std::nullopt;
@@ -241,7 +190,7 @@ std::optional<std::vector<float>> readFloats(const TensorProto& t, std::string* 
   int64_t n = 0;
   const std::string* raw = nullptr;
   std::string holder;
-  if (!checkStorage(t, &n, &raw, holder, why)) return std::nullopt;
+  if (!checkStorage(t, file, &n, &raw, holder, why)) return std::nullopt;
   std::vector<float> out(static_cast<size_t>(n));
   if (raw) {
     if (n) std::memcpy(out.data(), raw->data(), static_cast<size_t>(n) * sizeof(float));
@@ -255,7 +204,7 @@ std::optional<std::vector<float>> readFloats(const TensorProto& t, std::string* 
   return out;
 }
 
-std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* why) {
+std::optional<std::vector<int64_t>> readInts(const TensorProto& t, const FileBytes& file, std::string* why) {
   const int32_t dt = t.data_type();
   if (!isIntegerType(dt)) {
     *why = fmt::format("tensor is {}, not an integer type", typeName(dt));
@@ -264,7 +213,7 @@ std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* 
   int64_t n = 0;
   const std::string* raw = nullptr;
   std::string holder;
-  if (!checkStorage(t, &n, &raw, holder, why)) return std::nullopt;
+  if (!checkStorage(t, file, &n, &raw, holder, why)) return std::nullopt;
   std::vector<int64_t> out(static_cast<size_t>(n));
   if (raw) {
     const std::string& r = *raw;
@@ -302,6 +251,22 @@ std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* 
   }
   return out;
 }
+
+}  // namespace
+
+std::optional<std::vector<float>> readFloats(const Value& v, std::string* why) {
+  QCONV_ASSERT(v.initializer(), "readFloats: value '{}' is not an initializer", v.name());
+  return readFloats(*v.initializer(), v.fileBytes(), why);
+}
+
+std::optional<std::vector<int64_t>> readInts(const Value& v, std::string* why) {
+  QCONV_ASSERT(v.initializer(), "readInts: value '{}' is not an initializer", v.name());
+  return readInts(*v.initializer(), v.fileBytes(), why);
+}
+
+std::optional<std::vector<float>> readFloats(const TensorProto& t, std::string* why) { return readFloats(t, {}, why); }
+
+std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* why) { return readInts(t, {}, why); }
 
 std::unique_ptr<TensorProto> makeFloatTensor(const std::vector<int64_t>& dims, const std::vector<float>& values) {
   auto t = std::make_unique<TensorProto>();

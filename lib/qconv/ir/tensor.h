@@ -12,14 +12,25 @@
 #include <utility>
 #include <vector>
 
+#include "qconv/ir/byte_source.h"
+
 namespace qconv::ir {
+
+class Value;
 
 /// Element count from dims; nullopt when a dim is negative or the product overflows.
 std::optional<int64_t> numElements(const onnx::TensorProto& t);
 
-/// FLOAT tensor values; nullopt (with *why set) for another type or malformed storage.
+/// FLOAT values of the initializer of `v`, inline or file-backed; nullopt (with *why set) for
+/// another type or malformed storage. A file that cannot be read throws Error(BadInput) naming
+/// it (ByteSource::read): an I/O failure is never a refusal.
+std::optional<std::vector<float>> readFloats(const Value& v, std::string* why);
+/// Integer values (INT8, UINT8, INT16, UINT16, INT32, INT64) of the initializer of `v`;
+/// nullopt otherwise. Same rules.
+std::optional<std::vector<int64_t>> readInts(const Value& v, std::string* why);
+/// The same for an inline tensor (a Constant's value, a tensor a pass made). A file-backed
+/// tensor's bytes are not in its proto: it gives nullopt, read it through its value.
 std::optional<std::vector<float>> readFloats(const onnx::TensorProto& t, std::string* why);
-/// Integer tensor values (INT8, UINT8, INT16, UINT16, INT32, INT64); nullopt otherwise.
 std::optional<std::vector<int64_t>> readInts(const onnx::TensorProto& t, std::string* why);
 
 std::unique_ptr<onnx::TensorProto> makeFloatTensor(const std::vector<int64_t>& dims,
@@ -45,50 +56,39 @@ size_t byteWidth(int32_t data_type);
 /// is one whose storage qconv does not know).
 std::string storageProblem(const onnx::TensorProto& t);
 
-/// external_data key holding the descriptor of a file-backed tensor's open file: a resolved
-/// external data file, or the model file itself (io::ExternalFiles writes it; nothing else may).
-inline constexpr const char* kFdKey = "qconv.fd";
-
-/// Where a file-backed tensor's bytes are (see isFileBacked). False when `t` is not one.
-bool externalSource(const onnx::TensorProto& t, int* fd, uint64_t* offset, uint64_t* length);
-
-/// Whether `t` is file-backed: a resolved external tensor, or an initializer whose bytes the
-/// reader left in the model file (externalSource says where).
-bool isFileBacked(const onnx::TensorProto& t);
-
-/// Read a file-backed tensor's bytes (pread). False, with *why, otherwise.
-bool readExternalBytes(const onnx::TensorProto& t, std::string* bytes, std::string* why);
+/// All the bytes of a file-backed tensor, read through its source (which throws Error(BadInput),
+/// naming the file, when they cannot be read).
+std::string loadBytes(const FileBytes& bytes);
 
 /// Sequential reader of a tensor of one byte per element (INT8, UINT8), so that a weight of any
 /// size is read in bounded memory: raw_data in place, a file-backed tensor through a buffer
-/// refilled 1 MiB at a time (pread), int32_data converted once.
+/// refilled 1 MiB at a time from its source, int32_data converted once.
 class ByteStream {
  public:
   /// Nothing to read (ok() false, why() says so) for another type or malformed storage.
   /// `buffer` holds file bytes; one buffer can serve many streams, one after the other.
-  ByteStream(const onnx::TensorProto& t, std::string& buffer);
+  ByteStream(const Value& v, std::string& buffer);
+  /// An inline tensor (a file-backed one is refused: read it through its value).
+  ByteStream(const onnx::TensorProto& t, std::string& buffer) : ByteStream(t, FileBytes{}, buffer) {}
   bool ok() const { return why_.empty(); }
   const std::string& why() const { return why_; }
   int64_t size() const { return size_; }
-  /// The next `n` elements' bytes, valid until the next call; nullptr past the end, or when
-  /// the file cannot be read (why() then says so).
+  /// The next `n` elements' bytes, valid until the next call; nullptr past the end. A file
+  /// that cannot be read throws (ByteSource::read).
   const uint8_t* next(size_t n);
 
  private:
+  ByteStream(const onnx::TensorProto& t, const FileBytes& file, std::string& buffer);
+
   std::string why_;
   int64_t size_ = 0;
   uint64_t pos_ = 0;          // elements served
   const std::string* raw_ = nullptr;
   std::string converted_;     // int32_data as bytes
-  int fd_ = -1;
-  uint64_t offset_ = 0;       // of the tensor in the file
+  FileBytes file_;
   std::string& buffer_;       // file bytes [buffer_start_, buffer_start_ + filled_)
   uint64_t buffer_start_ = 0;
   uint64_t filled_ = 0;
 };
-
-/// Make a file-backed tensor an inline one (its bytes read into raw_data). False, with
-/// *why, when they cannot be read.
-bool loadExternal(onnx::TensorProto& t, std::string* why);
 
 }  // namespace qconv::ir

@@ -36,7 +36,7 @@ using onnx::TensorProto;
 
 /// A weight a u8 x s8 kernel multiplies, and how its reduction dimension is laid out.
 struct Weight {
-  const onnx::TensorProto* tensor = nullptr;
+  const ir::Value* value = nullptr;
   PairLayout layout = PairLayout::MatrixKN;
   int64_t group = 1;
 };
@@ -49,7 +49,7 @@ std::optional<Weight> int8Weight(const ir::Value* v, PairLayout layout, int64_t 
     return std::nullopt;
   for (int64_t x : dims)
     if (x <= 0) return std::nullopt;
-  return Weight{v->initializer(), layout, group};
+  return Weight{v, layout, group};
 }
 
 /// The type of a quantized operand of a QOp node: its zero point's, else the value's.
@@ -109,7 +109,7 @@ struct CheckSaturation {
     auto w = u8s8Weight(n);
     if (!w) return Match<Group>::none();
     ++nodes;
-    const auto counted = countWeightPairs(*w->tensor, w->layout, w->group, scratch);
+    const auto counted = countWeightPairs(*w->value, w->layout, w->group, scratch);
     if (!counted) return Match<Group>::refuse("its weight cannot be read", Report::Detail);
     if (counted->saturable == 0) return Match<Group>::none();
     return Group{&n, *counted};

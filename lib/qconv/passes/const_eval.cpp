@@ -11,21 +11,31 @@ namespace qconv::eval {
 
 using onnx::TensorProto;
 
-std::optional<Tensor> fromProto(const TensorProto& t, std::string* why) {
+namespace {
+
+/// `t`'s values, read from `from` (the tensor itself, or the value holding it).
+template <typename From>
+std::optional<Tensor> load(const TensorProto& t, const From& from, std::string* why) {
   Tensor out;
   out.type = t.data_type();
   out.dims = ir::dimsOf(t);
   if (out.isFloat()) {
-    auto v = ir::readFloats(t, why);
+    auto v = ir::readFloats(from, why);
     if (!v) return std::nullopt;
     out.f = std::move(*v);
   } else {
-    auto v = ir::readInts(t, why);
+    auto v = ir::readInts(from, why);
     if (!v) return std::nullopt;
     out.i = std::move(*v);
   }
   return out;
 }
+
+}  // namespace
+
+std::optional<Tensor> fromProto(const TensorProto& t, std::string* why) { return load(t, t, why); }
+
+std::optional<Tensor> fromValue(const ir::Value& v, std::string* why) { return load(*v.initializer(), v, why); }
 
 std::unique_ptr<TensorProto> toProto(const Tensor& t) {
   return t.isFloat() ? ir::makeFloatTensor(t.dims, t.f) : ir::makeIntTensor(t.type, t.dims, t.i);

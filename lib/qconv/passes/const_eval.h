@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "qconv/ir/ir.h"
+
 namespace qconv::eval {
 
 struct Tensor {
@@ -23,7 +25,9 @@ struct Tensor {
   size_t byteSize() const;
 };
 
+/// The values of an inline tensor (a Constant's), or of a constant value's initializer.
 std::optional<Tensor> fromProto(const onnx::TensorProto& t, std::string* why);
+std::optional<Tensor> fromValue(const ir::Value& v, std::string* why);
 std::unique_ptr<onnx::TensorProto> toProto(const Tensor& t);
 
 /// Mul, Div, Add, Sub with numpy broadcasting.

@@ -31,7 +31,7 @@ bool raise(const ConvGroup& g, const std::vector<int64_t>& channels, BiasPlan& p
       return false;
     }
   const onnx::TensorProto& w = *g.w.quantized()->initializer();
-  auto wq = ir::readInts(w, why);
+  auto wq = ir::readInts(*g.w.quantized(), why);
   if (!wq) return false;
   auto [lo, hi] = ir::intRange(w.data_type());
   const size_t m = p.w_scale.size(), per = wq->size() / m;
@@ -64,7 +64,7 @@ std::optional<BiasPlan> planBias(const ConvGroup& g, bool raise_weight_scale, st
   if (g.bias_params) {  // DQ(int32, s_b, 0): read and checked by selectConvGroup
     ir::Node* dq = dequantizeFeeding(g.bias);
     std::string inner;
-    auto ints = ir::readInts(*dq->input(0)->initializer(), &inner);
+    auto ints = ir::readInts(*dq->input(0), &inner);
     if (!ints) {
       *why = "bias cannot be read: " + inner;
       return std::nullopt;
@@ -81,7 +81,7 @@ std::optional<BiasPlan> planBias(const ConvGroup& g, bool raise_weight_scale, st
       return p;
     }
   } else {
-    auto f = ir::readFloats(*g.bias->initializer(), why);
+    auto f = ir::readFloats(*g.bias, why);
     if (!f) return std::nullopt;
     p.real = std::move(*f);
   }

@@ -133,7 +133,7 @@ struct Fold {
           if (n.input(j)) return Match<Group>::none();
         break;
       }
-      auto t = v->isConstant() ? eval::fromProto(*v->initializer(), &why) : std::nullopt;  // (2)
+      auto t = v->isConstant() ? eval::fromValue(*v, &why) : std::nullopt;  // (2)
       if (!t) return Match<Group>::none();
       largest = std::max(largest, t->byteSize());
       inputs.push_back(std::move(*t));

@@ -16,15 +16,15 @@ bool padsWithZero(const ir::Node& n) {
   if (!v) return true;
   if (!v->isConstant()) return false;
   std::string why;
-  if (auto f = ir::readFloats(*v->initializer(), &why)) return f->size() == 1 && (*f)[0] == 0.0f;
-  auto i = ir::readInts(*v->initializer(), &why);
+  if (auto f = ir::readFloats(*v, &why)) return f->size() == 1 && (*f)[0] == 0.0f;
+  auto i = ir::readInts(*v, &why);
   return i && i->size() == 1 && (*i)[0] == 0;
 }
 
 std::optional<double> accumulatorBound(const ir::Node& n, double xmax) {
   std::string why;
   const onnx::TensorProto& wt = *n.input(1)->initializer();
-  auto w = ir::readInts(wt, &why);
+  auto w = ir::readInts(*n.input(1), &why);
   if (!w) return std::nullopt;
   const std::vector<int64_t> dims = ir::dimsOf(wt);
   // the output-channel axis of w: Conv 0; Gemm N (0 with transB, else 1); MatMul the last
@@ -39,7 +39,7 @@ std::optional<double> accumulatorBound(const ir::Node& n, double xmax) {
   for (size_t i = 0; i < w->size(); ++i)
     sum[static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels)] += std::abs(static_cast<double>((*w)[i]));
   std::optional<std::vector<int64_t>> b;
-  if (n.inputs().size() > 2 && n.input(2)) b = ir::readInts(*n.input(2)->initializer(), &why);
+  if (n.inputs().size() > 2 && n.input(2)) b = ir::readInts(*n.input(2), &why);
   double bound = 0;
   for (size_t c = 0; c < sum.size(); ++c) {
     const double bias = b && b->size() == sum.size() ? std::abs(static_cast<double>((*b)[c])) : b && b->size() == 1 ? std::abs(static_cast<double>((*b)[0])) : 0.0;
@@ -55,10 +55,10 @@ std::optional<PadFold> padFold(const ir::Node& conv) {
     return std::nullopt;
   std::string why;
   const size_t rank = ir::dimsOf(*conv.input(1)->initializer()).size();
-  auto pads = pad->input(1) && pad->input(1)->isConstant() ? ir::readInts(*pad->input(1)->initializer(), &why) : std::nullopt;
+  auto pads = pad->input(1) && pad->input(1)->isConstant() ? ir::readInts(*pad->input(1), &why) : std::nullopt;
   std::vector<int64_t> axes;
   if (pad->input(3)) {
-    auto a = pad->input(3)->isConstant() ? ir::readInts(*pad->input(3)->initializer(), &why) : std::nullopt;
+    auto a = pad->input(3)->isConstant() ? ir::readInts(*pad->input(3), &why) : std::nullopt;
     if (!a) return std::nullopt;
     axes = *a;
   } else {

@@ -77,7 +77,7 @@ bool lowerable(const ir::Node& n, const ContribQdq& d, bool quantize, int64_t op
   if (t == onnx::TensorProto::INT32 && !quantize) {  // (1) a bias
     const ir::Value* zp = n.input(2);
     std::string inner;
-    auto z = zp && zp->isConstant() ? ir::readInts(*zp->initializer(), &inner) : std::nullopt;
+    auto z = zp && zp->isConstant() ? ir::readInts(*zp, &inner) : std::nullopt;
     if (zp && (!z || std::any_of(z->begin(), z->end(), [](int64_t v) { return v != 0; }))) {
       *why = "an int32 DequantizeLinear needs zero point 0";
       return false;

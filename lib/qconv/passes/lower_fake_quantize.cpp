@@ -58,7 +58,7 @@ std::optional<Uniform> uniformOf(const ir::Node& n, int64_t levels, int64_t opse
   for (size_t k = 1; k <= 4; ++k) {
     std::string inner;
     const ir::Value* p = n.input(k);
-    auto f = p && p->isConstant() ? ir::readFloats(*p->initializer(), &inner) : std::nullopt;
+    auto f = p && p->isConstant() ? ir::readFloats(*p, &inner) : std::nullopt;
     if (!f || f->empty()) {
       *why = "a range input is not a float constant";
       return std::nullopt;

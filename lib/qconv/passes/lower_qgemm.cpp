@@ -41,7 +41,7 @@ struct QGemmGroup {
 
 std::optional<std::vector<float>> positiveScales(const ir::Value* v) {
   std::string why;
-  auto s = v && v->isConstant() ? ir::readFloats(*v->initializer(), &why) : std::nullopt;
+  auto s = v && v->isConstant() ? ir::readFloats(*v, &why) : std::nullopt;
   if (!s || s->empty()) return std::nullopt;
   for (float f : *s)
     if (!(std::isfinite(f) && f > 0)) return std::nullopt;

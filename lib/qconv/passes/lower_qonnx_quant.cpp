@@ -57,7 +57,7 @@ std::optional<QuantSpec> matchQuant(const ir::Node& n, int64_t opset, std::strin
   std::string inner;
   auto floatsOf = [&](size_t slot) -> std::optional<std::vector<float>> {
     const ir::Value* v = n.input(slot);
-    return v && v->isConstant() ? ir::readFloats(*v->initializer(), &inner) : std::nullopt;
+    return v && v->isConstant() ? ir::readFloats(*v, &inner) : std::nullopt;
   };
   auto scale = floatsOf(1);
   if (!scale || scale->empty() ||

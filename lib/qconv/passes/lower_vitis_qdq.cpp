@@ -41,15 +41,15 @@ namespace {
 
 std::optional<std::vector<int64_t>> constInts(const ir::Value* v) {
   std::string why;
-  return v && v->isConstant() ? ir::readInts(*v->initializer(), &why) : std::nullopt;
+  return v && v->isConstant() ? ir::readInts(*v, &why) : std::nullopt;
 }
 
 /// A parameter (scale or zero point) as floats, whatever its stored type.
 std::optional<std::vector<float>> constNumbers(const ir::Value* v) {
   std::string why;
   if (!v || !v->isConstant()) return std::nullopt;
-  if (auto f = ir::readFloats(*v->initializer(), &why)) return f;
-  auto i = ir::readInts(*v->initializer(), &why);
+  if (auto f = ir::readFloats(*v, &why)) return f;
+  auto i = ir::readInts(*v, &why);
   if (!i) return std::nullopt;
   return std::vector<float>(i->begin(), i->end());
 }

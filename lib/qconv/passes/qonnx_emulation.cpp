@@ -34,7 +34,7 @@ QonnxQuantAttrs readQonnxQuant(const ir::Node& n) {
   QonnxQuantAttrs q;
   const ir::Value* v = n.input(3);
   std::string why;
-  auto bits = v && v->isConstant() ? ir::readFloats(*v->initializer(), &why) : std::nullopt;
+  auto bits = v && v->isConstant() ? ir::readFloats(*v, &why) : std::nullopt;
   if (bits && bits->size() == 1 && std::nearbyint((*bits)[0]) == (*bits)[0] && (*bits)[0] >= 1 && (*bits)[0] <= 62)
     q.bits = static_cast<int>((*bits)[0]);
   q.is_signed = n.attrInt("signed", 1) != 0;

@@ -67,7 +67,7 @@ class Walk {
     type(t, fmt::format("{}'s zero point", n->label()));
     if (!ir::isInt8Like(t)) return;
     std::string why;
-    auto values = ir::readInts(*z->initializer(), &why);
+    auto values = ir::readInts(*z, &why);
     if (!values) return fail(fmt::format("{}: its zero point cannot be read: {}", n->label(), why));
     auto [lo, hi] = ir::intRange(t);
     for (int64_t v : *values)

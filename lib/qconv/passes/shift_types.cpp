@@ -61,13 +61,13 @@ class Shifted {
       raw->assign(1, static_cast<char>(0x80));
     } else {
       for (int64_t d : ir::dimsOf(*v->initializer())) t->add_dims(d);
-      ir::ByteStream in(*v->initializer(), buffer_);  // an I/O failure is the input's (exit 3), not ours
+      ir::ByteStream in(*v, buffer_);  // a file that cannot be read throws Error(BadInput): the input's fault
       if (!in.ok()) throw Error(ExitCode::BadInput, fmt::format("{}: {}: {}", path_, v->name(), in.why()));
       raw->reserve(static_cast<size_t>(in.size()));
       for (int64_t left = in.size(); left > 0;) {
         const size_t n = static_cast<size_t>(std::min<int64_t>(left, int64_t{1} << 20));
         const uint8_t* bytes = in.next(n);
-        if (!bytes) throw Error(ExitCode::BadInput, fmt::format("{}: {}: {}", path_, v->name(), in.why()));
+        QCONV_ASSERT(bytes, "{}: {}: {} bytes past the end of a {}-byte stream", path_, v->name(), n, in.size());
         for (size_t i = 0; i < n; ++i) raw->push_back(static_cast<char>(bytes[i] ^ 0x80));
         left -= static_cast<int64_t>(n);
       }

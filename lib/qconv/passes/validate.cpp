@@ -40,7 +40,7 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
   const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
   if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
   std::string why;
-  auto s = ir::readFloats(*scale->initializer(), &why);
+  auto s = ir::readFloats(*scale, &why);
   if (!s) {
     if (scale->initializer()->data_type() == onnx::TensorProto::FLOAT) throw bad(ExitCode::BadInput, "scale: " + why);
     return;  // float16 / bfloat16 scales: not read here
@@ -60,7 +60,7 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
     if (zn != sn)  // (onnxruntime's quantizer writes shapes [] and [1] together: counts must agree)
       throw bad(ExitCode::BadInput, fmt::format("scale has {} values and zero point {}", sn.value_or(-1), zn.value_or(-1)));
     if (ir::isIntegerType(zt)) {
-      auto z = ir::readInts(*zp->initializer(), &why);
+      auto z = ir::readInts(*zp, &why);
       if (!z) throw bad(ExitCode::BadInput, "zero point: " + why);
       for (int64_t v : *z)
         if (zt == onnx::TensorProto::INT32 && v != 0)

@@ -90,10 +90,10 @@ PairPattern pattern(size_t period, size_t stride, size_t paired) {  // mask: the
 }  // namespace
 
 /// The pairs of `w`, read once, in bounded memory.
-std::optional<WeightPairs> countWeightPairs(const onnx::TensorProto& w, PairLayout layout, int64_t group,
+std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layout, int64_t group,
                                             PairScratch& scratch) {
   ir::ByteStream in(w, scratch.bytes);
-  const std::vector<int64_t> d = ir::dimsOf(w);
+  const std::vector<int64_t> d = ir::dimsOf(*w.initializer());
   const size_t total = static_cast<size_t>(in.size());
   if (layout == PairLayout::ConvMCk) {  // per output channel: K = position * Cg + channel
     const auto m = static_cast<size_t>(d[0]), cg = static_cast<size_t>(d[1]);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "qconv/ir/ir.h"
+
 namespace qconv {
 
 struct WeightPairs {
@@ -29,8 +31,9 @@ struct PairScratch {
   std::vector<uint8_t> mask;  // which elements start a pair
 };
 
-/// The pairs of the int8 weight `w`; nullopt when its bytes cannot be read.
-std::optional<WeightPairs> countWeightPairs(const onnx::TensorProto& w, PairLayout layout, int64_t group,
+/// The pairs of the int8 constant weight `w`; nullopt when its storage is malformed (a file
+/// that cannot be read throws Error(BadInput), ir::ByteSource::read).
+std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layout, int64_t group,
                                             PairScratch& scratch);
 
 }  // namespace qconv

@@ -71,17 +71,20 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   std::future<void> schemas;
   if (io::checkerApplies(input.proto) || options.inline_data)
     schemas = std::async(std::launch::async, io::loadCheckerSchemas);
+  const std::shared_ptr<io::ExternalFiles> files = input.files;  // what the file-backed tensors read from
   ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), options.input); });
   pm.run(model, ctx, options.dump ? &out : nullptr);
 
   io::WriteOptions write;
   write.durable = options.fsync;
-  if (auto files = std::static_pointer_cast<io::ExternalFiles>(model.external_files)) {
+  if (files) {
     write.protected_files = files->identities();
     write.external_data = !files->identities().empty() && !options.inline_data;
   }
+  io::FileBacked fileBacked;  // the output's tensors whose bytes are still in the input's files
+  write.file_backed = &fileBacked;
   onnx::ModelProto result = pm.timeStage("emit", [&] {
-    onnx::ModelProto m = io::exportModel(model);
+    onnx::ModelProto m = io::exportModel(model, &fileBacked);
     if (!ctx.approximations().empty()) {
       auto* prop = m.add_metadata_props();
       prop->set_key("qconv.approximations");
@@ -95,7 +98,7 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, options.output, write); });
   pm.timeStage("check", [&] {
     if (schemas.valid()) schemas.get();
-    if (std::string why = io::checkModel(result); !why.empty()) refuseInvalid(options.input, why);
+    if (std::string why = io::checkModel(result, &fileBacked); !why.empty()) refuseInvalid(options.input, why);
   });
   pm.timeStage("commit", [&] { pending.commit(); });
   log.info("{}: {}", options.output, summary(ctx));

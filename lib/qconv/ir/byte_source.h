@@ -1,0 +1,28 @@
+// Where the bytes of file-backed tensors come from. The IR never opens or reads a file: a
+// tensor whose bytes stay in a file (the input's external data, or a large initializer the
+// reader left in the model file) is a TensorProto that says EXTERNAL and holds no bytes, plus a
+// FileBytes handle on its Value. io implements ByteSource over the files it opened
+// (io::ExternalFiles); the readers of ir/tensor.h go through it.
+#pragma once
+
+#include <cstdint>
+
+namespace qconv::ir {
+
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  /// Copy bytes [at, at + n) of span `span` into `out`. Throws Error(BadInput) naming the model
+  /// file, the tensor and the file when they cannot be read: the input is at fault (exit 3).
+  virtual void read(uint32_t span, uint64_t at, uint64_t n, char* out) const = 0;
+};
+
+/// The bytes of a file-backed tensor: `length` bytes, span `span` of `source`.
+struct FileBytes {
+  const ByteSource* source = nullptr;
+  uint32_t span = 0;
+  uint64_t length = 0;
+  explicit operator bool() const { return source != nullptr; }
+};
+
+}  // namespace qconv::ir

@@ -1,0 +1,208 @@
+// Tensor bytes that stay in a file: the IR reads them only through an ir::ByteSource (io owns
+// the files); a read that fails during a pass is bad input (exit 3) with its own message, and
+// during the write a failed write (exit 5). Never a refusal, never exit 4 or 70.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "model_builder.h"
+#include "qconv/diag.h"
+#include "qconv/io/external_data.h"
+#include "qconv/io/model_io.h"
+#include "qconv/ir/tensor.h"
+#include "qconv/pipeline/pass_manager.h"
+#include "qconv/pipeline/run.h"
+
+using namespace qtest;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// Bytes in memory, served as a file would serve them; or a source whose reads fail.
+class FakeSource : public qconv::ir::ByteSource {
+ public:
+  explicit FakeSource(std::string bytes, bool fails = false) : bytes_(std::move(bytes)), fails_(fails) {}
+  void read(uint32_t span, uint64_t at, uint64_t n, char* out) const override {
+    REQUIRE(span == 7);
+    ++reads;
+    if (fails_) throw qconv::Error(qconv::ExitCode::BadInput, "fake.onnx: initializer 'w': cannot read its bytes: EIO");
+    std::copy_n(bytes_.data() + at, n, out);
+  }
+  mutable int reads = 0;
+
+ private:
+  std::string bytes_;
+  bool fails_;
+};
+
+/// An int8 [n] initializer whose bytes are in `source`.
+qconv::ir::Value* fileBacked(qconv::ir::Graph& g, const FakeSource& source, int64_t n) {
+  auto t = std::make_unique<onnx::TensorProto>();
+  t->set_data_type(TensorProto::INT8);
+  t->add_dims(n);
+  t->set_data_location(TensorProto::EXTERNAL);
+  qconv::ir::Value* v = g.addValue("w");
+  g.setInitializer(v, std::move(t), qconv::ir::FileBytes{&source, 7, static_cast<uint64_t>(n)});
+  return v;
+}
+
+struct Dir {
+  fs::path path = fs::temp_directory_path() / ("qconv-bytes-" + std::to_string(getpid()));
+  Dir() { fs::create_directories(path); }
+  ~Dir() { fs::remove_all(path); }
+  std::string operator/(const std::string& f) const { return (path / f).string(); }
+};
+
+/// Move initializer `name`'s bytes to `<dir>/<name>.data` and make it refer to them.
+void externalize(onnx::ModelProto& m, const std::string& name, const Dir& d) {
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.name() != name) continue;
+    std::ofstream(d / (name + ".data"), std::ios::binary) << t.raw_data();
+    const size_t length = t.raw_data().size();
+    t.clear_raw_data();
+    t.set_data_location(TensorProto::EXTERNAL);
+    for (auto [k, v] : {std::pair<std::string, std::string>{"location", name + ".data"}, {"offset", "0"},
+                        {"length", std::to_string(length)}}) {
+      auto* e = t.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+    return;
+  }
+  FAIL("no initializer " << name);
+}
+
+/// convModel with `name` in external data, read back as qconv reads it.
+qconv::ir::Model importWithExternal(const ConvSpec& spec, const std::string& name, const Dir& d) {
+  onnx::ModelProto m = convModel(spec).proto();
+  externalize(m, name, d);
+  qconv::io::writeModelAtomically(m, d / "in.onnx");
+  return qconv::io::importModel(qconv::io::openModel(d / "in.onnx"), d / "in.onnx");
+}
+
+std::string passError(qconv::ir::Model& model, qconv::PassOptions options) {
+  Reporter r(options);
+  try {
+    qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).run(model, r.ctx, nullptr);
+  } catch (const qconv::Error& e) {
+    REQUIRE(e.code() == qconv::ExitCode::BadInput);  // exit 3
+    REQUIRE(r.ctx.refusals().empty());
+    return e.what();
+  }
+  FAIL("the passes ran without the bytes");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("the IR reads a file-backed tensor through its source and nowhere else") {
+  qconv::ir::Graph g;
+  const FakeSource source(std::string("\x01\xff\x7f\x80", 4));
+  const qconv::ir::Value* w = fileBacked(g, source, 4);
+  std::string why;
+  REQUIRE(qconv::ir::readInts(*w, &why) == std::vector<int64_t>{1, -1, 127, -128});
+  REQUIRE(source.reads == 1);
+  std::string buffer;
+  qconv::ir::ByteStream in(*w, buffer);
+  REQUIRE(in.ok());
+  const uint8_t* b = in.next(4);
+  REQUIRE((b && b[0] == 1 && b[1] == 0xff && b[3] == 0x80));
+  REQUIRE(source.reads == 2);
+  // the proto alone holds no bytes, and says so rather than reading anything
+  REQUIRE_FALSE(qconv::ir::readInts(*w->initializer(), &why));
+  REQUIRE(why == "its bytes are in a file, and it was read without them");
+  REQUIRE_FALSE(qconv::ir::ByteStream(*w->initializer(), buffer).ok());
+  REQUIRE(source.reads == 2);
+  // a length that is not what the dims need is a reason, not a read past the end
+  qconv::ir::Graph g2;
+  auto t = std::make_unique<onnx::TensorProto>();
+  t->set_data_type(TensorProto::INT8);
+  t->add_dims(8);
+  t->set_data_location(TensorProto::EXTERNAL);
+  qconv::ir::Value* short_w = g2.addValue("w");
+  g2.setInitializer(short_w, std::move(t), qconv::ir::FileBytes{&source, 7, 4});
+  REQUIRE_FALSE(qconv::ir::readInts(*short_w, &why));
+  REQUIRE(why == "its file holds 4 bytes, dims need 8");
+  REQUIRE(qconv::ir::ByteStream(*short_w, buffer).why() == "tensor holds 4 bytes, dims need 8");
+}
+
+TEST_CASE("a source that fails is an Error of the input, whichever reader meets it") {
+  qconv::ir::Graph g;
+  const FakeSource source(std::string(4, '\0'), true);
+  const qconv::ir::Value* w = fileBacked(g, source, 4);
+  std::string why, buffer;
+  auto expectEio = [](auto&& read) {
+    try {
+      read();
+      FAIL("the read succeeded");
+    } catch (const qconv::Error& e) {
+      REQUIRE(e.code() == qconv::ExitCode::BadInput);
+      REQUIRE(std::string(e.what()) == "fake.onnx: initializer 'w': cannot read its bytes: EIO");
+    }
+  };
+  expectEio([&] { qconv::ir::readInts(*w, &why); });
+  expectEio([&] {
+    qconv::ir::ByteStream in(*w, buffer);
+    in.next(1);
+  });
+}
+
+TEST_CASE("external data that cannot be read during a pass exits 3 naming the file and tensor") {
+  Dir d;
+  SECTION("a scale validate reads") {
+    qconv::ir::Model model = importWithExternal({}, "w_scale", d);
+    fs::resize_file(d / "w_scale.data", 0);  // gone after it was opened and checked
+    REQUIRE(passError(model, {}) == d / "in.onnx" +
+                                        ": initializer 'w_scale' (bytes in 'w_scale.data'): cannot read its bytes: the "
+                                        "file is shorter than when it was opened");
+  }
+  SECTION("a weight shift-types streams") {
+    qconv::ir::Model model = importWithExternal({}, "w", d);
+    fs::resize_file(d / "w.data", 1);
+    qconv::PassOptions options;
+    options.weight_type = TensorProto::UINT8;
+    REQUIRE(passError(model, options) == d / "in.onnx" +
+                                             ": initializer 'w' (bytes in 'w.data'): cannot read its bytes: the file "
+                                             "is shorter than when it was opened");
+  }
+}
+
+TEST_CASE("external data that cannot be read during the write exits 5, leaving no output") {
+  Dir d;
+  qconv::ir::Model model = importWithExternal({}, "w", d);
+  Reporter r;
+  qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).run(model, r.ctx, nullptr);
+  qconv::io::FileBacked file_backed;
+  onnx::ModelProto out = qconv::io::exportModel(model, &file_backed);
+  REQUIRE(file_backed.size() == 1);  // w, still in its file: the writer copies it from there
+  fs::resize_file(d / "w.data", 0);
+  qconv::io::WriteOptions options;
+  options.file_backed = &file_backed;
+  try {
+    qconv::io::writeModel(out, d / "out.onnx", options);
+    FAIL("the write succeeded");
+  } catch (const qconv::Error& e) {
+    REQUIRE(e.code() == qconv::ExitCode::Output);
+    REQUIRE(std::string(e.what()) == d / "out.onnx" +
+                                         ": cannot copy tensor bytes from the input: the input file is shorter than "
+                                         "when it was read");
+  }
+  REQUIRE_FALSE(fs::exists(d / "out.onnx"));
+}
+
+TEST_CASE("emit without a table reads file-backed bytes into the model") {
+  Dir d;
+  qconv::ir::Model model = importWithExternal({}, "w", d);
+  onnx::ModelProto out = qconv::io::exportModel(model);
+  const onnx::TensorProto* w = nullptr;
+  for (const auto& t : out.graph().initializer())
+    if (t.name() == "w") w = &t;
+  REQUIRE(w);
+  REQUIRE(w->data_location() == TensorProto::DEFAULT);
+  REQUIRE(w->external_data_size() == 0);
+  std::ifstream f(d / "w.data", std::ios::binary);
+  REQUIRE(w->raw_data() == std::string(std::istreambuf_iterator<char>(f), {}));
+  REQUIRE(qconv::io::checkModel(out).empty());
+}
