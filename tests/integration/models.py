@@ -170,3 +170,61 @@ def quantize_qdq(float_model: onnx.ModelProto, path: str, *, per_channel: bool, 
         quant_format=QuantFormat.QDQ, per_channel=per_channel,
         activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
         weight_type=QuantType.QInt8)
+
+
+# ---- QOperator inputs (issue 14): what onnxruntime's quantize_static writes in QOperator form ----
+
+def contrib_zoo() -> onnx.ModelProto:
+    """A model whose QOperator form brings each contrib op onnxruntime writes: Conv, a residual
+    Add, SiLU (Sigmoid * Mul), Concat, GlobalAveragePool, Flatten (data movement on uint8), Add,
+    Gemm (QGemm) and Softmax."""
+    b = _Builder(11)
+    c1 = b.conv("input", 3, 8)
+    c2 = b.conv(c1, 8, 8, relu=False)
+    res = b.op("Add", [c2, c1])
+    silu = b.op("Mul", [res, b.op("Sigmoid", [res])])
+    c3 = b.conv(silu, 8, 8, k=1, relu=False, bias=False)
+    cat = b.op("Concat", [silu, c3], axis=1)
+    flat = b.op("Flatten", [b.op("GlobalAveragePool", [cat])])
+    shifted = b.op("Add", [flat, b.init("shift", b.rng.normal(0, 0.1, (1, 16)))])
+    logits = b.op("Gemm", [shifted, b.init("wg", b.rng.normal(0, 0.3, (10, 16))), b.init("bg", b.rng.normal(0, 0.1, (10,)))],
+                  transB=1)
+    return b.model("contrib_zoo", "input", [1, 3, 8, 8], b.op("Softmax", [logits], axis=-1), [1, 10])
+
+
+def contrib_zoo2() -> onnx.ModelProto:
+    """LeakyRelu, AveragePool and MaxPool (on uint8) between QLinearConvs, and a QLinearMatMul."""
+    b = _Builder(12)
+    c1 = b.conv("input", 3, 8, relu=False)
+    x = b.op("LeakyRelu", [c1], alpha=0.1)
+    x = b.op("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.conv(x, 8, 8)
+    x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.op("MatMul", [x, b.init("wm", b.rng.normal(0, 0.3, (2, 5)))])
+    return b.model("contrib_zoo2", "input", [1, 3, 8, 8], x, [1, 8, 2, 5])
+
+
+QOP_MODELS = {"contrib_zoo": contrib_zoo, "contrib_zoo2": contrib_zoo2, **FLOAT_MODELS}
+
+
+def quantize_qop(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
+                 work_dir: str) -> None:
+    """quantize_static in QOperator format, calibrated on generated data."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    src = os.path.join(work_dir, f"float_{float_model.graph.name}.onnx")
+    onnx.save(float_model, src)
+    quantize_static(
+        src, path, calibration_reader(sample_inputs(float_model, 16, seed=123), float_model.graph.input[0].name),
+        quant_format=QuantFormat.QOperator, per_channel=per_channel,
+        activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
+        weight_type=QuantType.QInt8)
+
+
+def quantize_dyn(float_model: onnx.ModelProto, path: str, work_dir: str, per_channel: bool = False) -> None:
+    """quantize_dynamic: DynamicQuantizeLinear, ConvInteger / MatMulInteger and their scale chains."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    src = os.path.join(work_dir, f"float_{float_model.graph.name}.onnx")
+    onnx.save(float_model, src)
+    quantize_dynamic(src, path, weight_type=QuantType.QUInt8, per_channel=per_channel)

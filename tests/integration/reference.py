@@ -10,6 +10,11 @@ implementations registered for the ops whose arithmetic the tests judge:
 - com.microsoft QuantizeLinear / DequantizeLinear (the standard formulas; int8 to int16)
   and QGemm (alpha, transA, transB, per-column b, int32 C at alpha * a_s * b_s, float or
   quantized output);
+- com.microsoft QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax,
+  QLinearGlobalAveragePool, QLinearAveragePool (channels_last too), QLinearReduceMean,
+  QLinearWhere, QLinearConcat and QLinearConvTranspose, as onnxruntime's contrib schemas define
+  them: quantize(op(dequantize(x))), the dequantization, the float op (onnx.reference's, on
+  float64) and the division by the output scale all in float64, rounded once, half to even;
 - Conv, MatMul and Gemm in float: accumulated in float64 and rounded once to float32, so
   that the reference does not depend on a BLAS's summation order or thread count.
 
@@ -305,8 +310,105 @@ class QGemm(OpRun):
         return (requantize(acc, mult, y_zero_point, _out_dtype(y_zero_point, np.uint8)),)
 
 
+def _dequantized(x, scale, zero_point, axis=None) -> np.ndarray:
+    """(x - zero_point) * scale in float64; per axis when the scale has more than one element."""
+    scale = np.asarray(scale, np.float64)
+    z = np.zeros_like(scale) if zero_point is None else np.asarray(zero_point, np.float64)
+    if scale.size > 1:
+        shape = [1] * x.ndim
+        shape[axis] = scale.size
+        scale, z = scale.reshape(shape), z.reshape(shape)
+    else:
+        scale, z = scale.reshape(-1)[0], z.reshape(-1)[0]
+    return (x.astype(np.float64) - z) * scale
+
+
+def _quantized(y, scale, zero_point, fallback) -> np.ndarray:
+    """saturate(round_half_even(y / scale) + zero_point), y in float64."""
+    out = _out_dtype(zero_point, fallback)
+    info = np.iinfo(out)
+    z = 0.0 if zero_point is None else float(np.asarray(zero_point).reshape(-1)[0])
+    r = np.rint(y / np.float64(np.asarray(scale).reshape(-1)[0])) + z
+    return np.clip(r, info.min, info.max).astype(out)
+
+
+_FLOAT_OPS: dict = {}
+
+
+def _float_op(op_type: str, inputs: list[np.ndarray], attrs: dict, opset: int) -> np.ndarray:
+    """The standard float op `op_type` on float64 inputs, as onnx.reference computes it."""
+    key = (op_type, tuple(sorted((k, str(v)) for k, v in attrs.items())), tuple(i.ndim for i in inputs), opset)
+    if key not in _FLOAT_OPS:
+        names = [f"i{k}" for k in range(len(inputs))]
+        node = onnx.helper.make_node(op_type, names, ["y"], **attrs)
+        types = [onnx.TensorProto.BOOL if i.dtype == np.bool_ else onnx.TensorProto.DOUBLE for i in inputs]
+        graph = onnx.helper.make_graph([node], "op", [onnx.helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types)],
+                                       [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)])
+        _FLOAT_OPS[key] = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]))
+    sess = _FLOAT_OPS[key]
+    return sess.run(None, {f"i{k}": v for k, v in enumerate(inputs)})[0]
+
+
+def _contrib_qlinear(name, float_op, operands, y, opset=13, channels_last=False, weight_axis=None):
+    """com.microsoft `name`, as onnxruntime's contrib schema defines it: quantize(float_op(
+    dequantize(inputs))), the float op and both conversions in float64. `operands` lists, per
+    float-op input, its (x, scale, zero point) slots, or an int slot taken as it is; `y` the
+    output's (scale, zero point) slots."""
+    def _run(self, *args, **attrs):
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        last = attrs.pop("channels_last", 0) if channels_last else 0
+        softmax_opset = attrs.pop("opset", None)
+        get = lambda k: args[k] if k < len(args) else None  # noqa: E731
+        ins = []
+        layout = operands if operands != "concat" else [(k, k + 1, k + 2) for k in range(2, len(args), 3)]
+        for op in layout:
+            if isinstance(op, int):
+                ins.append(get(op))
+                continue
+            x = get(op[0])
+            if x is None:
+                continue
+            ins.append(_dequantized(x, get(op[1]), get(op[2]), weight_axis if op[0] == 3 else None))
+        if last:
+            ins[0] = np.moveaxis(ins[0], -1, 1)
+        r = _float_op(float_op, ins, attrs, softmax_opset if softmax_opset is not None else opset)
+        if last:
+            r = np.moveaxis(r, 1, -1)
+        return (_quantized(r, get(y[0]), get(y[1]), np.uint8),)
+    return type(name, (OpRun,), {"op_domain": "com.microsoft", "_run": _run})
+
+
+_CONTRIB = [
+    _contrib_qlinear("QLinearAdd", "Add", [(0, 1, 2), (3, 4, 5)], (6, 7)),
+    _contrib_qlinear("QLinearMul", "Mul", [(0, 1, 2), (3, 4, 5)], (6, 7)),
+    _contrib_qlinear("QLinearSigmoid", "Sigmoid", [(0, 1, 2)], (3, 4)),
+    _contrib_qlinear("QLinearLeakyRelu", "LeakyRelu", [(0, 1, 2)], (3, 4)),
+    _contrib_qlinear("QLinearSoftmax", "Softmax", [(0, 1, 2)], (3, 4)),
+    _contrib_qlinear("QLinearGlobalAveragePool", "GlobalAveragePool", [(0, 1, 2)], (3, 4), channels_last=True),
+    _contrib_qlinear("QLinearAveragePool", "AveragePool", [(0, 1, 2)], (3, 4), channels_last=True),
+    _contrib_qlinear("QLinearReduceMean", "ReduceMean", [(0, 1, 2)], (3, 4)),
+    _contrib_qlinear("QLinearWhere", "Where", [0, (1, 2, 3), (4, 5, 6)], (7, 8)),
+    _contrib_qlinear("QLinearConcat", "Concat", "concat", (0, 1)),
+]
+
+
+class QLinearConvTranspose(OpRun):
+    """com.microsoft QLinearConvTranspose: QLinearConv's layout around ConvTranspose (w [C, M/group,
+    k...], per output channel along axis 1 with one group), the int32 B at x_s * w_s; computed as
+    the contrib ops above, in float64."""
+    op_domain = "com.microsoft"
+
+    def _run(self, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None, **attrs):
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        ins = [_dequantized(x, x_scale, x_zero_point), _dequantized(w, w_scale, w_zero_point, 1)]
+        if B is not None:
+            ins.append(B.astype(np.float64) * (np.float32(x_scale) * np.asarray(w_scale, np.float32)).astype(np.float64))
+        r = _float_op("ConvTranspose", ins, attrs, 13)
+        return (_quantized(r, y_scale, y_zero_point, x.dtype),)
+
+
 _EXACT = [DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, Conv, MatMul, Gemm, QuantizeLinearMs,
-          DequantizeLinearMs, QGemm]
+          DequantizeLinearMs, QGemm, QLinearConvTranspose, *_CONTRIB]
 
 
 def _emulating(cls):

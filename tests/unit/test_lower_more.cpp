@@ -1,4 +1,4 @@
-// lower-vitis-qdq, lower-fake-quantize, lower-qgemm and lower-integer-ops; the stages validate,
+// lower-vitis-qdq, lower-fake-quantize, unfuse-qop (QGemm) and lower-integer-ops; the stages validate,
 // redeclare-opset and refuse-foreign-ops; and every rewriting pass on nodes with a missing or
 // empty output (the driver never offers them to a selector).
 #include <catch2/catch.hpp>
@@ -192,15 +192,15 @@ TEST_CASE("a FakeQuantize with levels < 2 stays, unconvertible") {
           "FakeQuantize not converted: needs 5 inputs, levels from 2 to 2^24 and opset 12 (levels 1, opset 13)");
 }
 
-// ---- lower-qgemm ----
+// ---- unfuse-qop on QGemm ----
 
 TEST_CASE("QGemm becomes DQ(A), DQ(B), DQ(C at alpha*a_s*b_s) -> Gemm -> Q with the documented operands") {
   auto m = qgemmModel(true).build();
   Reporter r;
-  qconv::lowerQGemm(m, r.ctx);
+  qconv::unfuseQop(m, r.ctx);
   REQUIRE_FALSE(anyDomainNode(m.graph, "com.microsoft"));
   auto* gemm = only(m.graph, "Gemm");
-  REQUIRE(gemm->name() == "qg_gemm");
+  REQUIRE(gemm->name() == "qg");  // the node's name goes to the float op
   REQUIRE(gemm->inputs().size() == 3);
   auto* dqa = gemm->input(0)->producer();
   auto* dqb = gemm->input(1)->producer();
@@ -210,7 +210,7 @@ TEST_CASE("QGemm becomes DQ(A), DQ(B), DQ(C at alpha*a_s*b_s) -> Gemm -> Q with 
   REQUIRE(dqc->input(0)->name() == "C");
   REQUIRE(floatsOf(dqc->input(1)) == std::vector<float>{0.5f * 0.25f});  // alpha * a_s * b_s
   auto* q = only(m.graph, "QuantizeLinear");
-  REQUIRE(q->name() == "qg");
+  REQUIRE(q->name() == "qg_q");
   REQUIRE(q->output(0) == m.graph.outputs()[0]);  // the output keeps its name and type
   REQUIRE(q->input(1)->name() == "y_s");
 }
@@ -218,10 +218,11 @@ TEST_CASE("QGemm becomes DQ(A), DQ(B), DQ(C at alpha*a_s*b_s) -> Gemm -> Q with 
 TEST_CASE("QGemm with a b_scale that is not constant stays com.microsoft, with the reason") {
   auto m = qgemmModel(false).build();
   Reporter r;
-  qconv::lowerQGemm(m, r.ctx);
+  qconv::unfuseQop(m, r.ctx);
   REQUIRE(anyDomainNode(m.graph, "com.microsoft"));
   REQUIRE(r.ctx.refusals().size() == 1);
-  REQUIRE(r.ctx.refusals()[0].rfind("qg: stays com.microsoft QGemm: a_scale is not a constant positive scalar", 0) == 0);
+  REQUIRE(r.ctx.refusals()[0] == "qg: stays com.microsoft QGemm: the scale of C (the product of the input's and the "
+                                 "weight's) needs both constant and positive");
   REQUIRE(r.ctx.unconvertibleReason("qg").empty());  // onnxruntime runs it
 }
 
@@ -419,7 +420,7 @@ TEST_CASE("no pass crashes on a node with a missing or empty output; foreign one
       {"lower-vitis-qdq", qconv::lowerVitisQdq, vai, "fix_dequant", true},
       {"lower-qonnx-quant", qconv::lowerQonnxQuant, qonnx, "quant_1", true},
       {"lower-fake-quantize", qconv::lowerFakeQuantize, fq, "fq_1", true},
-      {"lower-qgemm", qconv::lowerQGemm, qgemm, "qg", false},
+      {"unfuse-qop", qconv::unfuseQop, qgemm, "qg", false},
       {"lower-primitive-qdq", qconv::lowerPrimitiveQdq, primitive, "mul", false},
       {"lower-integer-ops", qconv::lowerIntegerOps, intConv, "conv_int", false},
       {"fuse-qlinear-conv", qconv::fuseQLinearConv, conv, "conv_1", false},

@@ -48,7 +48,7 @@ namespace {
 std::vector<std::string> registryNames(bool qop) {
   std::vector<std::string> names;
   for (const auto& p : qconv::passRegistry())
-    if (qop || p.formats != qconv::PassFormats::QopOnly) names.emplace_back(p.name);
+    if (p.formats != (qop ? qconv::PassFormats::QdqOnly : qconv::PassFormats::QopOnly)) names.emplace_back(p.name);
   return names;
 }
 std::vector<std::string> namesOf(const qconv::PassManager& pm) {

@@ -45,6 +45,18 @@ void assignNames(ir::Model& model) {
       if (a.has_g()) collectSubgraphNames(a.g(), taken);
       for (const auto& sg : a.graphs()) collectSubgraphNames(sg, taken);
     }
+  std::unordered_set<std::string> nodeNames;  // node names: a namespace of their own
+  for (const auto& n : graph.nodes())
+    if (!n->hasGeneratedName() && !n->name().empty()) nodeNames.insert(n->name());
+  std::map<std::string, int> nodeCounters;
+  for (const auto& n : graph.nodes()) {
+    if (!n->hasGeneratedName()) continue;
+    std::string name = n->name();
+    int& k = nodeCounters[n->name()];
+    while (nodeNames.count(name)) name = fmt::format("{}_{}", n->name(), ++k);
+    nodeNames.insert(name);
+    graph.setName(n.get(), std::move(name));
+  }
   std::map<std::string, int> counters;
   for (const auto& v : graph.allValues()) {
     if (graph.isDropped(v.get()) || !v->hasGeneratedName()) continue;

@@ -106,6 +106,8 @@ class Node {
 
   /// A readable label for messages: the node name, else "<op_type> #<position>".
   std::string label() const;
+  /// Whether name() is a hint a pass gave (Graph::setNameHint), made unique at emit.
+  bool hasGeneratedName() const { return generated_name_; }
 
  private:
   friend class Graph;
@@ -117,6 +119,7 @@ class Node {
   std::list<std::unique_ptr<Node>>::iterator position_;
   size_t ordinal_ = 0;  // position at creation, for labels of unnamed nodes
   bool dead_ = false;
+  bool generated_name_ = false;
 };
 
 class Graph {
@@ -175,6 +178,20 @@ class Graph {
   std::unique_ptr<onnx::TensorProto> releaseInitializer(Value* v) { return std::move(v->initializer_); }
   std::unique_ptr<onnx::ValueInfoProto> releaseInfo(Value* v) { return std::move(v->info_); }
   void setName(Value* v, std::string name) { v->name_ = std::move(name); v->generated_name_ = false; }
+  /// Give a value a pass created the name hint `hint` (made unique at emit).
+  void setNameHint(Value* v, std::string hint) {
+    v->name_ = std::move(hint);
+    v->generated_name_ = true;
+  }
+  /// Name a node a pass created: `hint`, made unique among the node names at emit.
+  void setNameHint(Node* n, const std::string& hint) {
+    n->proto_.set_name(hint);
+    n->generated_name_ = true;
+  }
+  void setName(Node* n, std::string name) {
+    n->proto_.set_name(std::move(name));
+    n->generated_name_ = false;
+  }
   /// All values ever created (including dead ones), in creation order.
   const std::vector<std::unique_ptr<Value>>& allValues() const { return values_; }
   bool isDropped(const Value* v) const { return v->dropped_; }

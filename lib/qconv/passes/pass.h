@@ -79,8 +79,8 @@ class PassContext {
 using PassFn = void (*)(ir::Model&, PassContext&);
 
 /// Which pipelines a pass belongs to: every one (a stage the pass manager adds even around a
-/// --passes list), both formats' default pipelines, or --format qop's only.
-enum class PassFormats { Always, Both, QopOnly };
+/// --passes list), both formats' default pipelines, --format qop's only or --format qdq's only.
+enum class PassFormats { Always, Both, QopOnly, QdqOnly };
 
 struct PassInfo {
   std::string_view name;

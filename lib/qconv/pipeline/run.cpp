@@ -21,7 +21,7 @@ std::vector<std::string> pipelineFor(Format format) {
   // qop: all of them; qdq: all but the fusions
   std::vector<std::string> all;
   for (const auto& p : passRegistry())
-    if (format == Format::Qop || p.formats != PassFormats::QopOnly) all.emplace_back(p.name);
+    if (p.formats != (format == Format::Qop ? PassFormats::QdqOnly : PassFormats::QopOnly)) all.emplace_back(p.name);
   return all;
 }
 
