@@ -22,7 +22,7 @@ QuantizeLinear / DequantizeLinear of the standard domain are onnx.reference's, e
 tests/integration/test_reference.py checks all of these against the ONNX backend node test
 cases that onnx's generators produce.
 
-`run(..., emulate_u8s8=True)` instead computes every u8 x s8 QLinearConv, QLinearMatMul,
+`run(..., emulate_u8s8=True)` instead computes every u8 x s8 QLinearConv, QLinearMatMul, QGemm,
 ConvInteger and MatMulInteger the way onnxruntime's x86 kernels do on a CPU without VNNI
 (AVX2 `vpmaddubsw`): the raw uint8 activations times the raw int8 weights, each pair of
 adjacent products along the reduction dimension summed into a saturating int16, in the order
@@ -294,12 +294,13 @@ class QGemm(OpRun):
     """com.microsoft QGemm: Y = alpha * (A - a_zp)(B - b_zp) * a_s * b_s + C * (alpha * a_s * b_s),
     float when y_scale is absent, else quantized to (y_scale, y_zero_point)."""
     op_domain = "com.microsoft"
+    emulate_u8s8 = False
 
     def _run(self, A, a_scale, a_zero_point, B, b_scale, b_zero_point, C=None, y_scale=None, y_zero_point=None,
              alpha=None, transA=None, transB=None):
         a = A.T if transA else A
         b = B.T if transB else B
-        acc = integer_matmul(a, a_zero_point, b, b_zero_point)
+        acc = integer_matmul(a, a_zero_point, b, b_zero_point, self.emulate_u8s8)
         if C is not None:
             acc = acc + C.astype(np.int64)
         alpha = np.float32(1.0 if alpha is None else alpha)
