@@ -208,8 +208,9 @@ QOP_MODELS = {"contrib_zoo": contrib_zoo, "contrib_zoo2": contrib_zoo2, **FLOAT_
 
 
 def quantize_qop(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
-                 work_dir: str) -> None:
-    """quantize_static in QOperator format, calibrated on generated data."""
+                 work_dir: str, symmetric: bool = False) -> None:
+    """quantize_static in QOperator format, calibrated on generated data; with `symmetric`,
+    activations symmetric (uint8 at zero point 128, int8 at 0)."""
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     src = os.path.join(work_dir, f"float_{float_model.graph.name}.onnx")
@@ -218,7 +219,7 @@ def quantize_qop(float_model: onnx.ModelProto, path: str, *, per_channel: bool, 
         src, path, calibration_reader(sample_inputs(float_model, 16, seed=123), float_model.graph.input[0].name),
         quant_format=QuantFormat.QOperator, per_channel=per_channel,
         activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
-        weight_type=QuantType.QInt8)
+        weight_type=QuantType.QInt8, extra_options={"ActivationSymmetric": symmetric})
 
 
 def quantize_dyn(float_model: onnx.ModelProto, path: str, work_dir: str, per_channel: bool = False) -> None:

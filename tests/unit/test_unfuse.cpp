@@ -313,3 +313,34 @@ TEST_CASE("an integer op whose output is not cast to float and scaled stays, wit
   REQUIRE(r.ctx.refusals() == std::vector<std::string>{"mm: stays MatMulInteger: its output is not read only by a Cast to float"});
   REQUIRE(only(m.graph, "MatMulInteger"));
 }
+
+// ---- check-zero-points ----
+
+TEST_CASE("check-zero-points names each int8 tensor whose zero point is not 0 once and only when both types are int8") {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {4});
+  b.floats("s", {}, {0.5f});
+  b.ints("z0", TensorProto::INT8, {}, {0});
+  b.ints("z5", TensorProto::INT8, {}, {5});
+  b.node("QuantizeLinear", {"x", "s", "z0"}, {"a"}, "qa");
+  b.node("DequantizeLinear", {"a", "s", "z0"}, {"af"}, "dqa");
+  b.node("QuantizeLinear", {"af", "s", "z5"}, {"c"}, "qc");
+  b.node("DequantizeLinear", {"c", "s", "z5"}, {"y"}, "dqc");
+  b.output("y", TensorProto::FLOAT);
+  for (bool both : {false, true}) {
+    auto m = b.build();
+    qconv::PassOptions o;
+    o.activation_type = TensorProto::INT8;
+    o.weight_type = both ? TensorProto::INT8 : 0;
+    Reporter r(o);
+    qconv::checkZeroPoints(m, r.ctx);
+    if (!both) {
+      REQUIRE(r.ctx.warnings().empty());
+      continue;
+    }
+    REQUIRE(r.ctx.warnings() == std::vector<std::string>{
+                                    "c: its zero point is 5 after the shift to int8; runtimes that take int8 with zero "
+                                    "point 0 only (TensorRT) refuse it: it needs symmetric quantization",
+                                    "test.onnx: 1 int8 tensor(s) keep a zero point other than 0 (named above)"});
+  }
+}

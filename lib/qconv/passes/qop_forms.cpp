@@ -75,7 +75,35 @@ const std::vector<QOpForm>& forms() {
   return table;
 }
 
+struct NoForm {
+  const char* op_type;
+  const char* why;
+};
+
+const NoForm kNoForm[] = {
+    {"DynamicQuantizeLSTM", "it quantizes its input at every step, inside the recurrence: DequantizeLinear -> LSTM "
+                            "would compute on unquantized inputs"},
+    {"DynamicQuantizeMatMul", "qconv does not write its standard form (DynamicQuantizeLinear, DequantizeLinear -> "
+                              "MatMul) yet"},
+    {"MatMulIntegerToFloat", "qconv does not write its standard form (DequantizeLinear -> MatMul) yet"},
+    {"QAttention", "no standard op computes a quantized attention"},
+    {"QEmbedLayerNormalization", "no standard op computes a quantized embedding with layer normalization"},
+    {"QOrderedAttention", "its tensors are in a hardware layout (order attributes) no standard op reads"},
+    {"QOrderedMatMul", "its tensors are in a hardware layout (order attributes) no standard op reads"},
+    {"QOrderedLayerNormalization", "its tensors are in a hardware layout (order attributes) no standard op reads"},
+    {"QOrderedGelu", "its tensors are in a hardware layout (order attributes) no standard op reads"},
+    {"QOrderedLongformerAttention", "its tensors are in a hardware layout (order attributes) no standard op reads"},
+    {"QMoE", "no standard op computes a quantized mixture of experts"},
+};
+
 }  // namespace
+
+std::string withoutQdqForm(const ir::Node& n) {
+  if (n.domain() != "com.microsoft") return {};
+  for (const NoForm& f : kNoForm)
+    if (n.opType() == f.op_type) return f.why;
+  return {};
+}
 
 const QOpForm* qopFormOf(const ir::Node& n) {
   const bool contrib = n.domain() == "com.microsoft";

@@ -61,4 +61,8 @@ struct QOpForm {
 /// The form of `n`, or null when it is not a QOp op qconv knows.
 const QOpForm* qopFormOf(const ir::Node& n);
 
+/// Why `n`, a com.microsoft quantized op, has no QDQ form with the same math; empty when it is
+/// not one of those.
+std::string withoutQdqForm(const ir::Node& n);
+
 }  // namespace qconv

@@ -34,8 +34,8 @@
 //   8. channels_last comes with an input of known rank; a QLinearSoftmax's opset gives its axis
 //      the meaning the model's opset gives Softmax's (or the axis is the last).
 // Otherwise it stays a QOp node, which onnxruntime runs, and the refusal says why.
-// (DynamicQuantizeLSTM and the other quantized ops without a float op of the same math stay
-// too: they are not in the table.)
+// DynamicQuantizeLSTM and the other com.microsoft quantized ops without a float op of the same
+// math (qop_forms.cpp, kNoForm) stay too, each refused with its reason.
 #include <fmt/format.h>
 
 #include "qconv/ir/tensor.h"
@@ -84,11 +84,12 @@ struct UnfuseQop {
   using Group = UnfusePlan;
   int64_t opset;
 
-  bool root(const ir::Node& n) const { return qopFormOf(n) != nullptr; }
+  bool root(const ir::Node& n) const { return qopFormOf(n) || !withoutQdqForm(n).empty(); }
   std::string declined(const ir::Node& n) const {
     return fmt::format("stays {}{}", n.domain().empty() ? "" : n.domain() + " ", n.opType());
   }
   Match<Group> select(ir::Node& n) {
+    if (!qopFormOf(n)) return Match<Group>::refuse(withoutQdqForm(n));  // onnxruntime runs it: the model converts
     std::string why;
     auto plan = selectUnfuse(n, *qopFormOf(n), opset, &why);
     if (!plan) return Match<Group>::refuse(why);
