@@ -1,11 +1,12 @@
-"""Benchmark: qconv QDQ -> QOp on a ResNet-50-shape model, side by side in one run with
+"""Benchmark: qconv QDQ -> QOp on a ResNet-50-shape model (and, with --qop-to-qdq, the way back:
+its QOp form, as onnxruntime's offline fusion writes it, -> QDQ), side by side in one run with
   - the floor: a bare protobuf parse + serialize of the same file (build/bench/qconv_roundtrip);
   - the peer: onnxruntime's offline fusion (optimized_model_filepath, ORT_ENABLE_EXTENDED).
 Each is timed as a whole process (median of --runs, the tools taking turns), writing a new
 output and replacing one, with its peak RSS from GNU time. --scaling adds the same graph at
 four sizes from 10 MB to 2.3 GB (inline and external data), against the floor.
 
-    .venv/bin/python bench/bench_convert.py [--runs 21] [--scaling] [--work DIR] [--markdown FILE]
+    .venv/bin/python bench/bench_convert.py [--runs 21] [--scaling] [--qop-to-qdq] [--work DIR] [--markdown FILE]
 
 Not a test: nothing here asserts a time.
 """
@@ -234,11 +235,11 @@ class Tools:
         self.floor = os.path.join(build, "bench", "qconv_roundtrip")
         self.work = work
 
-    def commands(self, src: str, peer: bool) -> list[tuple[str, list[str], str]]:
+    def commands(self, src: str, peer: bool, fmt: str = "qop") -> list[tuple[str, list[str], str]]:
         """(name, command, output) for the floor, qconv and, with `peer`, onnxruntime."""
         out = {k: os.path.join(self.work, f"{k}.onnx") for k in ("floor", "qconv", "ort")}
         rows = [("floor", [self.floor, src, out["floor"]], out["floor"]),
-                ("qconv", [self.qconv, "convert", src, out["qconv"], "--format", "qop", "-q"], out["qconv"])]
+                ("qconv", [self.qconv, "convert", src, out["qconv"], "--format", fmt, "-q"], out["qconv"])]
         if peer:
             rows.append(("onnxruntime", [sys.executable, "-c", ORT_FUSE, src, out["ort"]], out["ort"]))
         return rows
@@ -282,6 +283,41 @@ def resnet50(tools: Tools, runs: int) -> list[str]:
     return lines
 
 
+def resnet50_qop_to_qdq(tools: Tools, runs: int) -> list[str]:
+    """QOp -> QDQ (issue 14): the ResNet-50-shape model in the QOp form onnxruntime's offline fusion
+    writes (QLinearConv, com.microsoft QLinearAdd, QLinearMatMul), converted to QDQ by qconv, beside
+    the floor (a parse + serialize of that file) and onnxruntime's run on it (load, optimize, save:
+    onnxruntime has no QOp -> QDQ conversion, so this is what reading the QOp model costs it)."""
+    qdq = os.path.join(tools.work, "resnet50_qdq.onnx")
+    src = os.path.join(tools.work, "resnet50_qop.onnx")
+    if not os.path.exists(qdq):
+        save_model(qdq, None, external=False)
+    subprocess.run([sys.executable, "-c", ORT_FUSE, qdq, src], check=True)
+    counts: dict[str, int] = {}
+    for n in onnx.load(src).graph.node:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    rows = tools.commands(src, peer=True, fmt="qdq")
+    res: dict[str, dict[str, float]] = {name: {} for name, _, _ in rows}
+    for mode in ("fresh", "replace"):
+        for name, (t, m) in measure(rows, runs, tools.work, fresh=mode == "fresh").items():
+            res[name][mode] = t
+            res[name]["rss"] = max(res[name].get("rss", 0.0), m)
+    left = sum(1 for n in onnx.load(rows[1][2]).graph.node if n.op_type.startswith("QLinear") or n.domain)
+    f = res["floor"]
+    quantized = ", ".join(f"{counts[k]} {k}" for k in sorted(counts) if k.startswith("QLinear"))
+    lines = [
+        f"Model: the ResNet-50-shape model's QOp form ({os.path.getsize(src) / 2**20:.1f} MiB: {quantized}) -> "
+        f"QDQ ({left} quantized ops left); median of {runs} runs each",
+        "",
+        "| tool | new output (ms) | replacing output (ms) | peak RSS (MiB) | / floor, new | / floor, replacing |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in res.items():
+        lines.append(f"| {name} | {r['fresh'] * 1000:.0f} | {r['replace'] * 1000:.0f} | {r['rss']:.0f} | "
+                     f"{r['fresh'] / f['fresh']:.2f} | {r['replace'] / f['replace']:.2f} |")
+    return lines
+
+
 SCALING = [("inline", 10e6), ("inline", 100e6), ("inline", 1e9),
            ("external data", 10e6), ("external data", 100e6), ("external data", 1e9), ("external data", 2.3e9)]
 
@@ -318,6 +354,7 @@ def main() -> None:
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--scaling", action="store_true", help="also the four sizes from 10 MB to over 2 GB "
                     "(needs about 7 GB of disk in --work and a few minutes)")
+    ap.add_argument("--qop-to-qdq", action="store_true", help="also the model's QOp form -> QDQ (issue 14)")
     ap.add_argument("--work", help="folder for the models (default: a temporary folder)")
     ap.add_argument("--markdown", help="also write the results to this file")
     args = ap.parse_args()
@@ -327,6 +364,10 @@ def main() -> None:
         lines = [f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; whole processes", ""]
         lines += resnet50(tools, args.runs)
         print("\n".join(lines), flush=True)
+        if args.qop_to_qdq:
+            more = resnet50_qop_to_qdq(tools, args.runs)
+            print("\n" + "\n".join(more), flush=True)
+            lines += ["", "QOp -> QDQ:", ""] + more
         if args.scaling:
             print()
             lines += ["", "Scaling:", ""] + scaling(tools, args.runs)

@@ -1,4 +1,4 @@
-// libFuzzer harness: read + every pass (validate first) (the qop pipeline, with --approximate so every
+// libFuzzer harness: read + every pass (validate first) (the qop or the qdq pipeline, with --approximate so every
 // rewrite can run) + emit + write + the checker, on mutated model bytes. Model data must only
 // ever give an Error of the input tiers (bad input, unsupported, usage); an internal error, a
 // crash, a sanitizer report, or a checker-valid input whose output the checker rejects is a bug.
@@ -109,7 +109,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // as qconv convert: no checker before the pipeline, which must hold on any parsed model;
     // the checker judges the output, and the input only when the output fails
     qconv::ir::Model model = qconv::io::importModel(std::move(in), kPath);
-    qconv::PassManager pm(qconv::pipelineFor(qconv::Format::Qop));
+    // every other input runs the --format qdq pipeline (unfuse-qop, unfuse-integer-ops)
+    qconv::PassManager pm(qconv::pipelineFor(size / 3 % 2 ? qconv::Format::Qdq : qconv::Format::Qop));
     // every third input also moves 8-bit tensors to the other type (shift-types), both ways
     qconv::PassOptions options{true, true};
     if (size % 3 == 1) options.weight_type = onnx::TensorProto::UINT8;

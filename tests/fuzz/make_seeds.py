@@ -21,6 +21,7 @@ import test_dialects  # noqa: E402
 import test_fake_quantize  # noqa: E402
 import test_qgemm  # noqa: E402
 import test_qonnx  # noqa: E402
+import test_qop_to_qdq  # noqa: E402
 import test_vitis  # noqa: E402
 
 
@@ -75,6 +76,13 @@ def main(out: str) -> None:
         quantize_static(fsrc, qgemm, models.calibration_reader(test_qgemm.inputs(8, 1)), quant_format=QuantFormat.QOperator,
                         per_channel=False, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
         seeds["qgemm"] = onnx.load(qgemm)
+        zoo, dyn = str(w / "qop_zoo.onnx"), str(w / "dynamic.onnx")  # unfuse-qop, unfuse-integer-ops
+        models.quantize_qop(models.contrib_zoo(), zoo, per_channel=True, activation="uint8", work_dir=work)
+        seeds["qop_contrib_zoo"] = onnx.load(zoo)
+        models.quantize_dyn(models.mlp(), dyn, work, per_channel=True)
+        seeds["dynamic_matmul"] = onnx.load(dyn)
+        for name in ("conv_transpose_per_channel", "gap_channels_last", "reduce_mean", "where"):
+            seeds[f"qop_{name}"] = test_qop_to_qdq.CONTRIB_CASES[name]()
     for name, m in sorted(seeds.items()):
         with open(os.path.join(out, f"dialect_{name}.onnx"), "wb") as f:
             f.write(m.SerializeToString())

@@ -151,6 +151,10 @@ def cases():
     m.graph.initializer.add().CopyFrom(scalar("", 1.0))
     m.graph.initializer.add().CopyFrom(scalar("later", 2.0))
     c["unnamed_initializer"] = (m.SerializeToString(), 3, "an initializer has no name")
+    m = model([helper.make_node("Conv", ["", "w"], ["y"], name="conv_int")],  # found by the fuzzer: null input (UBSan)
+              [numpy_helper.from_array(np.ones((3, 3, 1, 1), np.int8), "w")])
+    c["integer_conv_without_input"] = (m.SerializeToString(), 4, "conv_int: integer Conv not rebuilt (standard Conv takes "
+                                       "no int8 input): it has no data input")
     m = qdq()
     m.graph.output[0].name = "ghost"
     c["dangling_graph_output"] = (m.SerializeToString(), 3, "graph output 'ghost'")

@@ -110,6 +110,7 @@ struct Chain {
   /// Conditions 1-4 for rebuilding `n` reading `x` (its input 0, or the input of a Pad that
   /// folds into it). Empty when they hold, else the first that fails.
   std::string whyNotRebuilt(const ir::Node& n, const ir::Value* x) const {
+    if (!x) return "it has no data input";  // an empty input name (found by the fuzzer)
     const std::optional<float> sx = scaleOf(x);
     if (!sx && x->elemType() != onnx::TensorProto::FLOAT && x->elemType() != 0)  // (1)
       return "its input is an integer tensor whose scale is not known";
