@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Line coverage of each pass file when qconv converts the fuzzing seeds (tests/fuzz/make_seeds.py
 # and test_data/examples) four ways: --format qop --approximate; --format qdq; --format qop
-# --weight-type uint8 --raise-weight-scale; --format qdq --activation-type int8 --opset 21. That is what
+# --weight-type uint8 --raise-weight-scale; --format qdq --activation-type int8 --weight-type int8 --opset 21. That is what
 # the fuzzer starts from (docs/robustness.md). Needs gcc's gcov and the test environment.
 # Usage: scripts/pass_coverage.sh   (builds into build-cov/)
 set -euo pipefail
@@ -20,7 +20,7 @@ for f in "$seeds"/*.onnx test_data/examples/*.onnx; do
   build-cov/tools/qconv convert "$f" "$out/$b-1.onnx" --format qop --approximate -q >/dev/null 2>&1 || true
   build-cov/tools/qconv convert "$f" "$out/$b-2.onnx" --format qdq -q >/dev/null 2>&1 || true
   build-cov/tools/qconv convert "$f" "$out/$b-3.onnx" --format qop --weight-type uint8 --raise-weight-scale -q >/dev/null 2>&1 || true
-  build-cov/tools/qconv convert "$f" "$out/$b-4.onnx" --format qdq --activation-type int8 --opset 21 -q >/dev/null 2>&1 || true
+  build-cov/tools/qconv convert "$f" "$out/$b-4.onnx" --format qdq --activation-type int8 --weight-type int8 --opset 21 -q >/dev/null 2>&1 || true
 done
 cd build-cov/lib/CMakeFiles/qconv_lib.dir/qconv/passes
 gcov -n ./*.gcda 2>/dev/null |
