@@ -245,6 +245,28 @@ class Tools:
         return rows
 
 
+def both_modes(rows: list[tuple[str, list[str], str]], runs: int, work: str) -> dict[str, dict[str, float]]:
+    """Per tool: median seconds writing a new output ("fresh") and replacing one ("replace"), and
+    its peak RSS (MiB, "rss")."""
+    res: dict[str, dict[str, float]] = {name: {} for name, _, _ in rows}
+    for mode in ("fresh", "replace"):
+        for name, (t, m) in measure(rows, runs, work, fresh=mode == "fresh").items():
+            res[name][mode] = t
+            res[name]["rss"] = max(res[name].get("rss", 0.0), m)
+    return res
+
+
+def table(res: dict[str, dict[str, float]]) -> list[str]:
+    """The markdown table of both_modes' results, against the floor."""
+    f = res["floor"]
+    lines = ["| tool | new output (ms) | replacing output (ms) | peak RSS (MiB) | / floor, new | / floor, replacing |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for name, r in res.items():
+        lines.append(f"| {name} | {r['fresh'] * 1000:.0f} | {r['replace'] * 1000:.0f} | {r['rss']:.0f} | "
+                     f"{r['fresh'] / f['fresh']:.2f} | {r['replace'] / f['replace']:.2f} |")
+    return lines
+
+
 def resnet50(tools: Tools, runs: int) -> list[str]:
     """Issue 4's three targets on the ResNet-50-size model, every tool measured alternately
     in the same run, writing a fresh output and replacing an existing one."""
@@ -252,11 +274,7 @@ def resnet50(tools: Tools, runs: int) -> list[str]:
     size = save_model(src, None, external=False)
     size_mib = size / 2**20
     rows = tools.commands(src, peer=True)
-    res: dict[str, dict[str, float]] = {name: {} for name, _, _ in rows}
-    for mode in ("fresh", "replace"):
-        for name, (t, m) in measure(rows, runs, tools.work, fresh=mode == "fresh").items():
-            res[name][mode] = t
-            res[name]["rss"] = max(res[name].get("rss", 0.0), m)
+    res = both_modes(rows, runs, tools.work)
     fused = sum(1 for n in onnx.load(rows[1][2]).graph.node if n.op_type.startswith("QLinear"))
     peer_fused = sum(1 for n in onnx.load(rows[2][2]).graph.node if n.op_type.startswith("QLinear"))
     q, f, p = res["qconv"], res["floor"], res["onnxruntime"]
@@ -265,12 +283,7 @@ def resnet50(tools: Tools, runs: int) -> list[str]:
         f"Model: ResNet-50-shape QDQ, {size_mib:.1f} MiB, 53 Conv + 1 MatMul "
         f"(qconv fused {fused} QLinear ops, onnxruntime {peer_fused} QLinear* ops); median of {runs} runs each",
         "",
-        "| tool | new output (ms) | replacing output (ms) | peak RSS (MiB) | / floor, new | / floor, replacing |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in res.items():
-        lines.append(f"| {name} | {r['fresh'] * 1000:.0f} | {r['replace'] * 1000:.0f} | {r['rss']:.0f} | "
-                     f"{r['fresh'] / f['fresh']:.2f} | {r['replace'] / f['replace']:.2f} |")
+    ] + table(res)
     lines += [
         "",
         f"- qconv / floor: {q['fresh'] / f['fresh']:.2f}x (new output), {q['replace'] / f['replace']:.2f}x "
@@ -297,25 +310,14 @@ def resnet50_qop_to_qdq(tools: Tools, runs: int) -> list[str]:
     for n in onnx.load(src).graph.node:
         counts[n.op_type] = counts.get(n.op_type, 0) + 1
     rows = tools.commands(src, peer=True, fmt="qdq")
-    res: dict[str, dict[str, float]] = {name: {} for name, _, _ in rows}
-    for mode in ("fresh", "replace"):
-        for name, (t, m) in measure(rows, runs, tools.work, fresh=mode == "fresh").items():
-            res[name][mode] = t
-            res[name]["rss"] = max(res[name].get("rss", 0.0), m)
+    res = both_modes(rows, runs, tools.work)
     left = sum(1 for n in onnx.load(rows[1][2]).graph.node if n.op_type.startswith("QLinear") or n.domain)
-    f = res["floor"]
     quantized = ", ".join(f"{counts[k]} {k}" for k in sorted(counts) if k.startswith("QLinear"))
-    lines = [
+    return [
         f"Model: the ResNet-50-shape model's QOp form ({os.path.getsize(src) / 2**20:.1f} MiB: {quantized}) -> "
         f"QDQ ({left} quantized ops left); median of {runs} runs each",
         "",
-        "| tool | new output (ms) | replacing output (ms) | peak RSS (MiB) | / floor, new | / floor, replacing |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in res.items():
-        lines.append(f"| {name} | {r['fresh'] * 1000:.0f} | {r['replace'] * 1000:.0f} | {r['rss']:.0f} | "
-                     f"{r['fresh'] / f['fresh']:.2f} | {r['replace'] / f['replace']:.2f} |")
-    return lines
+    ] + table(res)
 
 
 SCALING = [("inline", 10e6), ("inline", 100e6), ("inline", 1e9),

@@ -157,19 +157,26 @@ def calibration_reader(inputs: list[np.ndarray], name: str = "input"):
     return Reader()
 
 
-def quantize_qdq(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
-                 work_dir: str) -> None:
-    """quantize_static in QDQ format, calibrated on generated data."""
-    from onnxruntime.quantization import (QuantFormat, QuantType,
-                                          quantize_static)
+def quantize_static(float_model: onnx.ModelProto, path: str, *, fmt: str, per_channel: bool, activation: str,
+                    work_dir: str, symmetric: bool = False) -> None:
+    """onnxruntime's quantize_static in `fmt` ("qdq" or "qop"), calibrated on generated data; int8
+    weights; with `symmetric`, activations symmetric (uint8 at zero point 128, int8 at 0)."""
+    from onnxruntime.quantization import QuantFormat, QuantType
+    from onnxruntime.quantization import quantize_static as ort_quantize_static
 
     src = os.path.join(work_dir, f"float_{float_model.graph.name}.onnx")
     onnx.save(float_model, src)
-    quantize_static(
+    ort_quantize_static(
         src, path, calibration_reader(sample_inputs(float_model, 16, seed=123), float_model.graph.input[0].name),
-        quant_format=QuantFormat.QDQ, per_channel=per_channel,
+        quant_format=QuantFormat.QDQ if fmt == "qdq" else QuantFormat.QOperator, per_channel=per_channel,
         activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
-        weight_type=QuantType.QInt8)
+        weight_type=QuantType.QInt8, extra_options={"ActivationSymmetric": symmetric})
+
+
+def quantize_qdq(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
+                 work_dir: str) -> None:
+    """quantize_static in QDQ format."""
+    quantize_static(float_model, path, fmt="qdq", per_channel=per_channel, activation=activation, work_dir=work_dir)
 
 
 # ---- QOperator inputs (issue 14): what onnxruntime's quantize_static writes in QOperator form ----
@@ -209,17 +216,9 @@ QOP_MODELS = {"contrib_zoo": contrib_zoo, "contrib_zoo2": contrib_zoo2, **FLOAT_
 
 def quantize_qop(float_model: onnx.ModelProto, path: str, *, per_channel: bool, activation: str,
                  work_dir: str, symmetric: bool = False) -> None:
-    """quantize_static in QOperator format, calibrated on generated data; with `symmetric`,
-    activations symmetric (uint8 at zero point 128, int8 at 0)."""
-    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
-
-    src = os.path.join(work_dir, f"float_{float_model.graph.name}.onnx")
-    onnx.save(float_model, src)
-    quantize_static(
-        src, path, calibration_reader(sample_inputs(float_model, 16, seed=123), float_model.graph.input[0].name),
-        quant_format=QuantFormat.QOperator, per_channel=per_channel,
-        activation_type=QuantType.QUInt8 if activation == "uint8" else QuantType.QInt8,
-        weight_type=QuantType.QInt8, extra_options={"ActivationSymmetric": symmetric})
+    """quantize_static in QOperator format."""
+    quantize_static(float_model, path, fmt="qop", per_channel=per_channel, activation=activation, work_dir=work_dir,
+                    symmetric=symmetric)
 
 
 def quantize_dyn(float_model: onnx.ModelProto, path: str, work_dir: str, per_channel: bool = False) -> None:
