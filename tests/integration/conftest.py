@@ -19,6 +19,7 @@ import reference  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUSION_ROWS: list[tuple] = []
 SATURATION_ROWS: list[tuple] = []
+QOP_ROWS: list[tuple] = []  # test_qop_to_qdq.py: (model, 8-bit elements compared, of them differing)
 
 
 EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")  # the README's bundled model
@@ -213,6 +214,12 @@ def pytest_terminal_summary(terminalreporter):
         tr.write_line(f"{'model':<42} {'u8s8 ops':>8} {'warned':>7} {'differ':>7} {'false alarms':>13} {'missed':>7}")
         for row in SATURATION_ROWS:
             tr.write_line(f"{row[0]:<42} {row[1]:>8} {row[2]:>7} {row[3]:>7} {row[4]:>13} {row[5]:>7}")
+    if QOP_ROWS:
+        tr.write_sep("-", "QOp -> QDQ: every 8-bit tensor both models compute, under the reference (test_qop_to_qdq.py)")
+        tr.write_line(f"{'model':<48} {'elements':>9} {'differ (near ties)':>19}")
+        for row in QOP_ROWS:
+            tr.write_line(f"{row[0]:<48} {row[1]:>9} {row[2]:>19}")
+        tr.write_line(f"{'all':<48} {sum(r[1] for r in QOP_ROWS):>9} {sum(r[2] for r in QOP_ROWS):>19}")
     if not FUSION_ROWS:
         return
     tr.write_sep("-", "fused ops: qconv vs onnxruntime's offline fusion (ORT_ENABLE_EXTENDED)")
