@@ -393,6 +393,17 @@ _CONTRIB = [
 ]
 
 
+def _qlinearconv_ms(self, x, *args, channels_last=None, **attrs):
+    """com.microsoft QLinearConv: the standard one, with channels_last (x and y NHWC, w as ever)."""
+    if channels_last:
+        x = np.moveaxis(x, -1, 1)
+    y = QLinearConv._run(self, x, *args, **attrs)[0]
+    return (np.moveaxis(y, 1, -1) if channels_last else y,)
+
+
+QLinearConvMs = type("QLinearConv", (OpRun,), {"op_domain": "com.microsoft", "emulate_u8s8": False, "_run": _qlinearconv_ms})
+
+
 class QLinearConvTranspose(OpRun):
     """com.microsoft QLinearConvTranspose: QLinearConv's layout around ConvTranspose (w [C, M/group,
     k...], per output channel along axis 1 with one group), the int32 B at x_s * w_s; computed as
@@ -409,7 +420,7 @@ class QLinearConvTranspose(OpRun):
 
 
 _EXACT = [DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, Conv, MatMul, Gemm, QuantizeLinearMs,
-          DequantizeLinearMs, QGemm, QLinearConvTranspose, *_CONTRIB]
+          DequantizeLinearMs, QGemm, QLinearConvMs, QLinearConvTranspose, *_CONTRIB]
 
 
 def _emulating(cls):

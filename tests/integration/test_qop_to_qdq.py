@@ -203,6 +203,10 @@ CONTRIB_CASES = {
         "QLinearConvTranspose", ["x", "x_s", "x_zp", "w", "w_s", "w_zp", "y_s", "y_zp", "b"], {"pads": [1, 1, 1, 1]},
         [_q("w", _w(2, (4, 3, 3, 3)), np.int8), _q("w_s", [0.01, 0.02, 0.005], np.float32),
          _q("w_zp", [0, 0, 0], np.int8), _q("b", [100, -200, 300], np.int32)], [1, 4, 3, 3], [1, 3, 3, 3]),
+    "qlinearconv_channels_last": lambda: contrib_model(
+        "QLinearConv", ["x", "x_s", "x_zp", "w", "w_s", "w_zp", "y_s", "y_zp", "b"], {"channels_last": 1, "pads": [1, 1, 1, 1]},
+        [_q("w", _w(6, (3, 4, 3, 3)), np.int8), _q("w_s", [0.01, 0.02, 0.005], np.float32),
+         _q("w_zp", [0, 0, 0], np.int8), _q("b", [100, -200, 300], np.int32)], [1, 3, 3, 4], [1, 3, 3, 3]),
     "reduce_mean": lambda: contrib_model("QLinearReduceMean", ["x", "x_s", "x_zp", "y_s", "y_zp"],
                                          {"axes": [2, 3], "keepdims": 1}, [], [1, 4, 3, 3], [1, 4, 1, 1]),
     "gap_channels_last": lambda: contrib_model("QLinearGlobalAveragePool", ["x", "x_s", "x_zp", "y_s", "y_zp"],
