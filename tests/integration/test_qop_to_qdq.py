@@ -170,6 +170,9 @@ def test_dynamic_quantization_becomes_qdq(name, per_channel, tmp_path):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * float(np.max(np.abs(w))))
     tolerance = 1e-5 * max(float(np.max(np.abs(w))) for w in want)
     ort_agrees(dst, xs, tolerance, got)
+    kept = str(tmp_path / "qop.onnx")  # --format qop never dequantizes: the integer ops stay
+    convert(src, kept, "qop")
+    assert collections.Counter(quantized_ops(kept)) == collections.Counter(quantized_ops(src))
 
 
 # ---- contrib ops onnxruntime's quantizer does not write: built by hand ----
