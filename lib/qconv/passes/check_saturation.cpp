@@ -68,7 +68,7 @@ std::optional<Weight> u8s8Weight(ir::Node& n) {
     const bool conv = n.opType().find("Conv") != std::string::npos;
     return int8Weight(n.input(w), conv ? PairLayout::ConvMCk : PairLayout::MatrixKN, group);
   }
-  if (n.domain() == "com.microsoft" && n.opType() == "QGemm") {  // a QGemm lower-qgemm kept
+  if (n.domain() == "com.microsoft" && n.opType() == "QGemm") {  // kept by --format qop, or refused by unfuse-qop
     if (operandType(n, 0, 2) != TensorProto::UINT8) return std::nullopt;
     return int8Weight(n.input(3), n.attrInt("transB", 0) ? PairLayout::MatrixNK : PairLayout::MatrixKN, 1);
   }
