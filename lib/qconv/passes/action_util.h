@@ -54,6 +54,14 @@ inline void setIntAttribute(ir::Node& n, const char* name, int64_t value) {
   a->set_i(value);
 }
 
+/// Add the INTS attribute `name` = `values` to `n` (perm, axes, ...).
+inline void setIntsAttribute(ir::Node& n, const char* name, const std::vector<int64_t>& values) {
+  auto* a = n.mutableProto().add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) a->add_ints(v);
+}
+
 /// Insert before `before`: QuantizeLinear(x, s, zp[, axis]) with output type `type`, then
 /// Clip(lo:T, hi:T) when [lo, hi] is narrower than the type. Returns the last node: its output
 /// holds the integers. The form every exact narrow-range quantizer lowers to.

@@ -51,10 +51,7 @@ namespace {
 ir::Value* transpose(ir::Graph& graph, ir::Value* v, const std::vector<int64_t>& perm, ir::Node* before,
                      const std::string& hint) {
   ir::Node* t = graph.createNode("Transpose", "", {v}, 1, before);
-  auto* a = t->mutableProto().add_attribute();
-  a->set_name("perm");
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t p : perm) a->add_ints(p);
+  setIntsAttribute(*t, "perm", perm);
   graph.setNameHint(t, hint);
   graph.setNameHint(t->output(0), v->name() + "_transposed");
   t->output(0)->setElemType(onnx::TensorProto::FLOAT);
