@@ -109,7 +109,7 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
     assert headers == ["; IR after parse", "; IR after validate", "; IR after fold-constants", "; IR after lower-contrib-qdq",
                        "; IR after lower-vitis-qdq", "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize",
                        "; IR after fold-producers", "; IR after lower-primitive-qdq",
-                       "; IR after lower-integer-ops", "; IR after pair-qdq", "; IR after gemm-as-conv",
+                       "; IR after lower-integer-ops", "; IR after pair-qdq", "; IR after move-on-int8", "; IR after gemm-as-conv",
                        "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul",
                        "; IR after shift-types", "; IR after check-zero-points", "; IR after check-saturation",
                        "; IR after redeclare-opset",
