@@ -110,7 +110,7 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after lower-vitis-qdq", "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize",
                        "; IR after fold-producers", "; IR after lower-primitive-qdq",
                        "; IR after lower-integer-ops", "; IR after pair-qdq", "; IR after move-on-int8", "; IR after gemm-as-conv",
-                       "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul",
+                       "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after name-leftovers",
                        "; IR after shift-types", "; IR after check-zero-points", "; IR after check-saturation",
                        "; IR after redeclare-opset",
                        "; IR after refuse-foreign-ops"]

@@ -119,3 +119,34 @@ def test_a_mover_between_other_parameters_keeps_one_requantization(tmp_path):
     import reference
     xs = [np.arange(4, dtype=np.uint8).reshape(2, 2) * 60]
     assert np.array_equal(reference.outputs(src, xs)[0], reference.outputs(dst, xs)[0])
+
+
+def left_in_qdq_form(path: str) -> list[onnx.NodeProto]:
+    """Default-domain ops with an input from a DequantizeLinear and an output read by a QuantizeLinear."""
+    g = onnx.load(path).graph
+    producer = {o: n for n in g.node for o in n.output}
+    readers = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            readers[i].append(n)
+    return [n for n in g.node if not n.domain and n.op_type not in ("QuantizeLinear", "DequantizeLinear")
+            and any(i in producer and producer[i].op_type == "DequantizeLinear" for i in n.input)
+            and any(r.op_type == "QuantizeLinear" for o in n.output for r in readers[o])]
+
+
+@pytest.mark.parametrize("name", ["resnet_head", "transformer_block", "contrib_zoo"])
+def test_nothing_is_left_in_qdq_form_silently(name, tmp_path):
+    """Issue 15, deliverable 4: every op left between DQ and Q is named with its reason, and the
+    summary counts them per op type."""
+    src, dst = str(tmp_path / "qdq.onnx"), str(tmp_path / "qop.onnx")
+    float_model = {**MODELS, "contrib_zoo": models.contrib_zoo}[name]()
+    models.quantize_qdq(float_model, src, per_channel=True, activation="uint8", work_dir=str(tmp_path))
+    r = run_qconv("convert", src, dst, "--format", "qop", "--no-saturation-check")
+    assert r.returncode == 0, r.stderr
+    left = left_in_qdq_form(dst)
+    assert left, "the test models keep ops standard ONNX cannot quantize"
+    for n in left:
+        assert f"qconv: info: {n.name}: " in r.stderr, f"{n.name} ({n.op_type}) is left silently"
+    summary = r.stderr.strip().splitlines()[-1]
+    for op, count in collections.Counter(n.op_type for n in left).items():
+        assert f"{count} {op} left in QDQ form" in summary

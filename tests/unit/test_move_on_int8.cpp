@@ -114,3 +114,27 @@ TEST_CASE("Concat: each input with other parameters than the output is requantiz
   REQUIRE(cat->input(1)->producer()->input(0)->producer()->input(0)->name() == "c");
   REQUIRE(cat->output(0) == m.graph.outputs()[0]);
 }
+
+// ---- name-leftovers ----
+
+TEST_CASE("name-leftovers counts every op left between DQ and Q and names the ones without a standard form") {
+  ModelBuilder b;
+  b.input("x", TensorProto::UINT8, {4});
+  b.floats("s", {}, {0.5f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.node("DequantizeLinear", {"x", "s", "z"}, {"xf"}, "dq");
+  b.node("Add", {"xf", "xf"}, {"a"}, "add");
+  b.node("QuantizeLinear", {"a", "s", "z"}, {"aq"}, "qa");
+  b.node("Relu", {"xf"}, {"r"}, "relu");
+  b.node("QuantizeLinear", {"r", "s", "z"}, {"rq"}, "qr");
+  b.output("aq", TensorProto::UINT8);
+  b.output("rq", TensorProto::UINT8);
+  auto m = b.build();
+  Reporter r;
+  qconv::nameLeftovers(m, r.ctx);
+  REQUIRE(r.ctx.refusals() == std::vector<std::string>{
+                                  "add: stays in QDQ form: standard ONNX has no quantized Add (onnxruntime's is "
+                                  "com.microsoft QLinearAdd, which qconv does not write yet)"});
+  REQUIRE(r.ctx.counters().at("Add left in QDQ form") == 1);
+  REQUIRE(r.ctx.counters().at("Relu left in QDQ form") == 1);
+}
