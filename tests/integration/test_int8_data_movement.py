@@ -64,14 +64,20 @@ MODELS = {"resnet_head": resnet_head, "transformer_block": transformer_block, "u
 SCHEMES = [(True, "uint8"), (False, "int8")]  # u8s8 per-channel, s8s8 per-tensor
 
 
-def float_islands(path: str) -> list[str]:
-    """Data-movement ops still between a DequantizeLinear and a QuantizeLinear of the same tensor type."""
+def links(path: str):
+    """The graph of `path`, each value's producer and each value's readers."""
     g = onnx.load(path).graph
     producer = {o: n for n in g.node for o in n.output}
     readers = collections.defaultdict(list)
     for n in g.node:
         for i in n.input:
             readers[i].append(n)
+    return g, producer, readers
+
+
+def float_islands(path: str) -> list[str]:
+    """Data-movement ops still between a DequantizeLinear and a QuantizeLinear of the same tensor type."""
+    g, producer, readers = links(path)
     out = []
     for n in g.node:
         if n.op_type in MOVERS and n.input and n.input[0] in producer and producer[n.input[0]].op_type == "DequantizeLinear":
@@ -123,12 +129,7 @@ def test_a_mover_between_other_parameters_keeps_one_requantization(tmp_path):
 
 def left_in_qdq_form(path: str) -> list[onnx.NodeProto]:
     """Default-domain ops with an input from a DequantizeLinear and an output read by a QuantizeLinear."""
-    g = onnx.load(path).graph
-    producer = {o: n for n in g.node for o in n.output}
-    readers = collections.defaultdict(list)
-    for n in g.node:
-        for i in n.input:
-            readers[i].append(n)
+    g, producer, readers = links(path)
     return [n for n in g.node if not n.domain and n.op_type not in ("QuantizeLinear", "DequantizeLinear")
             and any(i in producer and producer[i].op_type == "DequantizeLinear" for i in n.input)
             and any(r.op_type == "QuantizeLinear" for o in n.output for r in readers[o])]

@@ -56,11 +56,14 @@ TEST_CASE("other output parameters keep one requantization after the op") {
 }
 
 TEST_CASE("a constant Pad's value becomes the integer that dequantizes to it, or the Pad stays") {
-  SECTION("0 is the zero point") {
+  auto padded = [](float value) {
     ModelBuilder b = around("Pad", 0.5f, {"pads", "v"});
     b.ints("pads", TensorProto::INT64, {8}, {0, 0, 1, 1, 0, 0, 1, 1});
-    b.floats("v", {}, {0.0f});
-    auto m = b.build();
+    b.floats("v", {}, {value});
+    return b.build();
+  };
+  SECTION("0 is the zero point") {
+    auto m = padded(0.0f);
     Reporter r;
     qconv::moveOnInt8(m, r.ctx);
     const Node* pad = only(m.graph, "Pad");
@@ -68,10 +71,7 @@ TEST_CASE("a constant Pad's value becomes the integer that dequantizes to it, or
     REQUIRE(pad->input(2)->initializer()->data_type() == TensorProto::UINT8);
   }
   SECTION("0.3 is no integer's value at scale 0.5") {
-    ModelBuilder b = around("Pad", 0.5f, {"pads", "v"});
-    b.ints("pads", TensorProto::INT64, {8}, {0, 0, 1, 1, 0, 0, 1, 1});
-    b.floats("v", {}, {0.3f});
-    auto m = b.build();
+    auto m = padded(0.3f);
     Reporter r;
     qconv::moveOnInt8(m, r.ctx);
     REQUIRE(r.ctx.refusals().size() == 1);
