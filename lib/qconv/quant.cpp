@@ -57,7 +57,7 @@ int64_t knownRank(const ir::Value* v) {
   return -1;
 }
 
-std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why) {
+std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why, bool widen_half) {
   const ir::Value* scale = n.input(1);
   const ir::Value* zp = n.input(2);
   if (!scale || !scale->isConstant()) {
@@ -74,7 +74,15 @@ std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why) {
   }
   ConstQuant q;
   std::string inner;
-  auto s = ir::readFloats(*scale, &inner);
+  const int32_t st = scale->initializer()->data_type();
+  if (widen_half && st == TensorProto::BFLOAT16) {
+    *why = "scale is bfloat16: the QDQ form rounds every dequantized value to 8 significant bits, which a "
+           "QLinear op's float arithmetic does not reproduce (off near ties too)";
+    return std::nullopt;
+  }
+  const bool half = widen_half && st == TensorProto::FLOAT16;
+  auto s = half ? ir::readHalfAsFloats(*scale, &inner) : ir::readFloats(*scale, &inner);
+  if (half) q.scale_type = st;
   if (!s) {
     *why = "scale: " + inner;
     return std::nullopt;

@@ -27,6 +27,7 @@ struct ConstQuant {
   std::vector<float> scale;
   std::vector<int64_t> zero_point;  // same length as scale (zeros when absent)
   int32_t elem_type = 0;            // the quantized tensor's type; 0 when it cannot be told
+  int32_t scale_type = onnx::TensorProto::FLOAT;  // FLOAT16 / BFLOAT16: `scale` holds them widened
   bool per_axis = false;
   int64_t axis = 0;  // as written (may be negative); meaningful when per_axis
   size_t size() const { return scale.size(); }
@@ -34,7 +35,9 @@ struct ConstQuant {
 
 /// Read the parameters of a Q or DQ node. nullopt with a reason ("scale is not constant", ...)
 /// when they are not constant, not float/int, blocked, or a scale is not positive and finite.
-std::optional<ConstQuant> readConstQuant(const ir::Node& qdq, std::string* why);
+/// With `widen_half`, a float16 scale is read too, widened to float (scale_type says so): for a
+/// fusion that writes it back as float. A bfloat16 scale is then refused with its reason.
+std::optional<ConstQuant> readConstQuant(const ir::Node& qdq, std::string* why, bool widen_half = false);
 
 /// Same scale bits, zero points, type and granularity.
 bool sameQuant(const ConstQuant& a, const ConstQuant& b);

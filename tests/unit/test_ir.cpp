@@ -1,8 +1,10 @@
 // The IR's mutators keep def-use links; misuse is our bug and throws an internal error.
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "model_builder.h"
 #include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
 
 using namespace qtest;
 using qconv::ir::Graph;
@@ -90,4 +92,27 @@ TEST_CASE("a graph output is never pruned") {
   Value* y = g.outputs()[0];
   g.pruneIfDead(y);
   REQUIRE(g.isAlive(y->producer()));
+}
+
+TEST_CASE("float16 and bfloat16 tensors read as the floats of the same values") {
+  qconv::ir::Graph g;
+  auto half = std::make_unique<onnx::TensorProto>();
+  half->set_data_type(TensorProto::FLOAT16);
+  half->add_dims(5);
+  const uint16_t bits[] = {0x3C00, 0xC000, 0x0001, 0x7BFF, 0x3555};  // 1, -2, 2^-24, 65504, 0.333251953125
+  half->set_raw_data(std::string(reinterpret_cast<const char*>(bits), sizeof bits));
+  qconv::ir::Value* h = g.addValue("h");
+  g.setInitializer(h, std::move(half));
+  std::string why;
+  REQUIRE(qconv::ir::readHalfAsFloats(*h, &why) ==
+          std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24), 65504.0f, 0.333251953125f});
+  auto bf = std::make_unique<onnx::TensorProto>();
+  bf->set_data_type(TensorProto::BFLOAT16);
+  bf->add_dims(2);
+  bf->add_int32_data(0x3F80);  // 1
+  bf->add_int32_data(0xC0A0);  // -5
+  qconv::ir::Value* b = g.addValue("b");
+  g.setInitializer(b, std::move(bf));
+  REQUIRE(qconv::ir::readHalfAsFloats(*b, &why) == std::vector<float>{1.0f, -5.0f});
+  REQUIRE_FALSE(qconv::ir::readFloats(*b, &why));  // the float readers stay float-only
 }

@@ -266,6 +266,64 @@ std::optional<std::vector<int64_t>> readInts(const Value& v, std::string* why) {
 
 std::optional<std::vector<float>> readFloats(const TensorProto& t, std::string* why) { return readFloats(t, {}, why); }
 
+namespace {
+
+/// IEEE 754 binary16 bits as the float of the same value.
+float halfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);  // inf, nan
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);  // normal: rebias 15 -> 127
+  } else if (man == 0) {
+    bits = sign;  // zero
+  } else {  // subnormal: man * 2^-24, normal as a float
+    int e = -1;
+    uint32_t m = man;
+    do {
+      ++e;
+      m <<= 1;
+    } while ((m & 0x400) == 0);
+    bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | ((m & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+std::optional<std::vector<float>> readHalfAsFloats(const Value& v, std::string* why) {
+  QCONV_ASSERT(v.initializer(), "readHalfAsFloats: value '{}' is not an initializer", v.name());
+  const TensorProto& t = *v.initializer();
+  const int32_t dt = t.data_type();
+  if (dt != TensorProto::FLOAT16 && dt != TensorProto::BFLOAT16) {
+    *why = fmt::format("tensor is {}, not float16 or bfloat16", typeName(dt));
+    return std::nullopt;
+  }
+  int64_t n = 0;
+  const std::string* raw = nullptr;
+  std::string holder;
+  if (!checkStorage(t, v.fileBytes(), &n, &raw, holder, why)) return std::nullopt;
+  if (!raw && t.int32_data_size() != n) {  // the bits, one value per int32
+    *why = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), n);
+    return std::nullopt;
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t bits = raw ? loadRaw<uint16_t>(*raw, i) : static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
+    if (dt == TensorProto::FLOAT16) {
+      out[i] = halfToFloat(bits);
+    } else {
+      const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+      std::memcpy(&out[i], &wide, sizeof(float));
+    }
+  }
+  return out;
+}
+
 std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* why) { return readInts(t, {}, why); }
 
 std::unique_ptr<TensorProto> makeFloatTensor(const std::vector<int64_t>& dims, const std::vector<float>& values) {

@@ -32,6 +32,9 @@ std::optional<std::vector<int64_t>> readInts(const Value& v, std::string* why);
 /// tensor's bytes are not in its proto: it gives nullopt, read it through its value.
 std::optional<std::vector<float>> readFloats(const onnx::TensorProto& t, std::string* why);
 std::optional<std::vector<int64_t>> readInts(const onnx::TensorProto& t, std::string* why);
+/// FLOAT16 or BFLOAT16 values of the initializer of `v`, widened to float (exactly: every such
+/// value is a float); nullopt otherwise, with *why.
+std::optional<std::vector<float>> readHalfAsFloats(const Value& v, std::string* why);
 
 std::unique_ptr<onnx::TensorProto> makeFloatTensor(const std::vector<int64_t>& dims,
                                                    const std::vector<float>& values);

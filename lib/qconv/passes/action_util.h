@@ -9,6 +9,7 @@
 
 #include "qconv/ir/ir.h"
 #include "qconv/ir/tensor.h"
+#include "qconv/quant.h"
 
 namespace qconv {
 
@@ -37,6 +38,17 @@ std::vector<ir::Value*> gatherOperands(ir::Graph& graph, const OperandRow (&rows
     in.push_back(r.zero_point ? zeroPointOr(graph, v, types[static_cast<size_t>(r.from)], r.name) : v);
   }
   return in;
+}
+
+/// For each (slot, params) whose scale is float16/bfloat16: input `slot` of `n` becomes a float
+/// initializer of the same values (params.scale holds them widened, exactly) and shape.
+inline void floatScales(ir::Graph& graph, ir::Node& n, const std::vector<std::pair<size_t, const ConstQuant*>>& scales) {
+  for (const auto& [slot, params] : scales) {
+    if (params->scale_type == onnx::TensorProto::FLOAT) continue;
+    const ir::Value* old = n.input(slot);
+    std::vector<int64_t> dims = ir::dimsOf(*old->initializer());
+    graph.setInput(&n, slot, graph.addInitializer(old->name() + "_float", ir::makeFloatTensor(dims, params->scale)));
+  }
 }
 
 /// Copy the attributes, name and doc_string of `from` onto `to`.

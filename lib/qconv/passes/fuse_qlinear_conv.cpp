@@ -27,6 +27,10 @@
 //  10. the bias is finite and fits int32 at s_x * s_w[c] (with --raise-weight-scale: the weight
 //      scales of the channels where it does not are raised, each listed as an approximation).
 // Group, dilations, pads, strides, auto_pad and kernel_shape carry over with the name.
+// float16 scales (and a bias DQ's) are read widened to float, exactly, and written as float:
+// QLinearConv takes float scales only. The QDQ form computes in float16, so a value may round
+// the other way where float16's precision (2^-11) cannot tell it from a tie: inside the one
+// step a QOp output promises. bfloat16 scales are refused: 8 bits round off near ties too.
 // DequantizeLinear nodes that others still read stay (a shared DQ is handled per consumer).
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/conv_bias.h"
@@ -76,6 +80,7 @@ struct FuseConv {
                                                 {g.x.params.elem_type, g.w.params.elem_type, g.y.params.elem_type});
     ir::Node* fused = graph.createNode("QLinearConv", "", in, 1, q);
     inheritAttributes(*fused, *g.conv);
+    floatScales(graph, *fused, {{1, &g.x.params}, {4, &g.w.params}, {6, &g.y.params}});
     if (group.bias) graph.setInput(fused, 8, writeBias(graph, *fused, *group.bias, ctx));
 
     ir::Value* y = q->output(0);

@@ -16,6 +16,10 @@
 //   5. the MatMul output has one reader, is not a graph output or read by a subgraph, and
 //      that reader is a QuantizeLinear with constant per-tensor int8/uint8 parameters;
 //   6. y has a's type (onnxruntime's QLinearMatMul kernels).
+// float16 scales are written as float, widened exactly: QLinearMatMul-21 would take them, but
+// onnxruntime's kernels take float only. The QDQ form computes in float16, so a value may round
+// the other way where float16's precision (2^-11) cannot tell it from a tie: inside the one step
+// a QOp output promises. bfloat16 scales are refused: 8 bits round off near ties too.
 // QLinearMatMul has no bias: a following Add stays in QDQ form.
 #include <fmt/format.h>
 
@@ -42,14 +46,14 @@ std::optional<MatMulGroup> selectMatMulGroup(ir::Node& mm, std::string* why) {
     *why = "not a MatMul with 2 inputs";
     return std::nullopt;
   }
-  auto a = dequantizedInput(mm, 0, "A", why);  // (2)
+  auto a = dequantizedInput(mm, 0, "A", why, true);  // (2)
   if (!a) return std::nullopt;
   if (a->params.per_axis) {
     *why = "A is quantized per axis; QLinearMatMul takes a per-tensor A here";
     return std::nullopt;
   }
   g.a = std::move(*a);
-  auto b = dequantizedInput(mm, 1, "B", why);  // (3)
+  auto b = dequantizedInput(mm, 1, "B", why, true);  // (3)
   if (!b) return std::nullopt;
   g.b = std::move(*b);
   if (g.b.params.per_axis) {
@@ -68,7 +72,7 @@ std::optional<MatMulGroup> selectMatMulGroup(ir::Node& mm, std::string* why) {
     *why = "A is int8 but B is uint8 (QLinearMatMul kernels take int8 A only with int8 B)";
     return std::nullopt;
   }
-  auto y = quantizedOutput(mm, false, why);  // (5)
+  auto y = quantizedOutput(mm, false, why, true);  // (5)
   if (!y) return std::nullopt;
   g.y = std::move(*y);
   if (g.y.params.elem_type != g.a.params.elem_type) {  // (6)
@@ -106,6 +110,7 @@ struct FuseMatMul {
                                                       {g.a.params.elem_type, g.b.params.elem_type, g.y.params.elem_type}),
                                        1, q);
     inheritAttributes(*fused, *g.matmul);
+    floatScales(graph, *fused, {{1, &g.a.params}, {4, &g.b.params}, {6, &g.y.params}});
     graph.takeOutput(fused, 0, q->output(0));
     graph.destroyNode(q);
     std::vector<ir::Value*> inputs = g.matmul->inputs();

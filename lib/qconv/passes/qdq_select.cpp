@@ -14,7 +14,7 @@ bool hasSingleReader(const ir::Value* v) {
 }
 
 std::optional<DequantizedInput> dequantizedInput(const ir::Node& target, size_t slot, const std::string& role,
-                                                 std::string* why) {
+                                                 std::string* why, bool widen_half) {
   DequantizedInput in;
   in.dq = dequantizeFeeding(target.input(slot));
   if (!in.dq) {
@@ -22,7 +22,7 @@ std::optional<DequantizedInput> dequantizedInput(const ir::Node& target, size_t 
     return std::nullopt;
   }
   std::string inner;
-  auto q = readConstQuant(*in.dq, &inner);
+  auto q = readConstQuant(*in.dq, &inner, widen_half);
   if (!q) {
     *why = role + " " + inner;
     return std::nullopt;
@@ -45,7 +45,8 @@ std::optional<std::pair<float, float>> activationBounds(const ir::Node& act, std
 
 }  // namespace
 
-std::optional<QuantizedOutput> quantizedOutput(const ir::Node& target, bool allow_activation, std::string* why) {
+std::optional<QuantizedOutput> quantizedOutput(const ir::Node& target, bool allow_activation, std::string* why,
+                                               bool widen_half) {
   QuantizedOutput out;
   const ir::Value* y = target.output(0);
   if (!y || target.outputs().size() != 1) {
@@ -71,7 +72,7 @@ std::optional<QuantizedOutput> quantizedOutput(const ir::Node& target, bool allo
   }
   out.q = next;
   std::string inner;
-  auto q = readConstQuant(*next, &inner);
+  auto q = readConstQuant(*next, &inner, widen_half);
   if (!q) {
     *why = "output QuantizeLinear " + inner;
     return std::nullopt;

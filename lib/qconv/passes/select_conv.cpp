@@ -12,7 +12,7 @@ namespace {
 bool acceptBias(ir::Value* b, int64_t m, std::optional<ConstQuant>* params, std::string* why) {
   if (ir::Node* dq = dequantizeFeeding(b)) {
     std::string inner;
-    auto q = readConstQuant(*dq, &inner);
+    auto q = readConstQuant(*dq, &inner, true);
     if (!q) {
       *why = "bias " + inner;
       return false;
@@ -60,7 +60,7 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
     return std::nullopt;
   }
   // (2) x: through a DQ, per tensor
-  auto x = dequantizedInput(conv, 0, "x", why);
+  auto x = dequantizedInput(conv, 0, "x", why, true);
   if (!x) return std::nullopt;
   if (x->params.per_axis) {
     *why = "x is quantized per axis; QLinearConv takes a per-tensor x";
@@ -68,7 +68,7 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
   }
   g.x = std::move(*x);
   // (3) w: through a DQ of a constant, per tensor or per output channel (axis 0)
-  auto w = dequantizedInput(conv, 1, "weight", why);
+  auto w = dequantizedInput(conv, 1, "weight", why, true);
   if (!w) return std::nullopt;
   g.w = std::move(*w);
   const ir::Value* wq = g.w.quantized();
@@ -104,7 +104,7 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
     g.bias = b;
   }
   // (6)-(8) one reader, a Q (through a redundant Relu/Clip), per tensor int8/uint8
-  auto y = quantizedOutput(conv, true, why);
+  auto y = quantizedOutput(conv, true, why, true);
   if (!y) return std::nullopt;
   g.y = std::move(*y);
   // (9) onnxruntime has QLinearConv kernels only for y of x's type
