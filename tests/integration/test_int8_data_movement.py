@@ -49,14 +49,16 @@ def transformer_block() -> onnx.ModelProto:
 
 
 def unet() -> onnx.ModelProto:
-    """Conv -> MaxPool -> Conv -> Resize(nearest, x2) -> Concat with the skip -> Conv."""
+    """Conv -> MaxPool -> Conv -> Resize(nearest, x2) and ConvTranspose(x2) -> Concat with the skip -> Conv."""
     b = models._Builder(33)
     skip = b.conv("input", 3, 8)
     x = b.conv(b.op("MaxPool", [skip], kernel_shape=[2, 2], strides=[2, 2]), 8, 8)
     scales = b.init("scales", np.array([1, 1, 2, 2]))
-    x = b.op("Resize", [x, "", scales], mode="nearest")
-    x = b.op("Concat", [x, skip], axis=1)
-    x = b.conv(x, 16, 4, relu=False)
+    up = b.op("Resize", [x, "", scales], mode="nearest")
+    deconv = b.op("ConvTranspose", [x, b.init("wt", b.rng.normal(0, 0.3, (8, 4, 2, 2))), b.init("bt", b.rng.normal(0, 0.1, (4,)))],
+                  strides=[2, 2])
+    x = b.op("Concat", [up, deconv, skip], axis=1)
+    x = b.conv(x, 20, 4, relu=False)
     return b.model("unet", "input", [1, 3, 16, 16], x, [1, 4, 16, 16])
 
 
@@ -135,7 +137,7 @@ def left_in_qdq_form(path: str) -> list[onnx.NodeProto]:
             and any(r.op_type == "QuantizeLinear" for o in n.output for r in readers[o])]
 
 
-@pytest.mark.parametrize("name", ["resnet_head", "transformer_block", "contrib_zoo"])
+@pytest.mark.parametrize("name", ["resnet_head", "transformer_block", "unet", "contrib_zoo"])
 def test_nothing_is_left_in_qdq_form_silently(name, tmp_path):
     """Issue 15, deliverable 4: every op left between DQ and Q is named with its reason, and the
     summary counts them per op type."""
