@@ -36,8 +36,8 @@ struct CheckZeroPoints {
   Match<Group> select(ir::Node& n) {
     const ir::Value* tensor = isQuantize(n) ? n.output(0) : n.input(0);
     const ir::Value* zp = n.input(2);
-    if (!tensor || named.count(tensor) || (tensor->elemType() != onnx::TensorProto::INT8 && zp == nullptr)) return Match<Group>::none();
-    if (!zp) return Match<Group>::none();  // no zero point: 0 (of uint8 when absent: not this check's)
+    // no zero point: 0 (of uint8 when absent: not this check's)
+    if (!tensor || !zp || named.count(tensor)) return Match<Group>::none();
     if (!zp->isConstant()) return NonZeroPoint{tensor, "its zero point is not a constant, so it may not be 0"};
     std::string why;
     auto z = ir::readInts(*zp, &why);

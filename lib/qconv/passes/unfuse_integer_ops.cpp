@@ -24,6 +24,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/action_util.h"
 #include "qconv/passes/driver.h"
+#include "qconv/passes/qdq_select.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -40,10 +41,7 @@ struct IntegerChain {
 };
 
 /// The only reader of `v` (nullptr when it has another count, or is a graph output).
-ir::Node* onlyReader(const ir::Value* v) {
-  if (!v || v->isGraphOutput() || v->hasImplicitUses() || v->uses().size() != 1) return nullptr;
-  return v->uses()[0].node;
-}
+ir::Node* onlyReader(const ir::Value* v) { return hasSingleReader(v) ? v->uses()[0].node : nullptr; }
 
 /// A constant of one element, a value of known rank 0, or DynamicQuantizeLinear's scale (a
 /// scalar by its definition).
