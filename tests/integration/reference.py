@@ -27,8 +27,10 @@ ConvInteger and MatMulInteger the way onnxruntime's x86 kernels do on a CPU with
 (AVX2 `vpmaddubsw`): the raw uint8 activations times the raw int8 weights, each pair of
 adjacent products along the reduction dimension summed into a saturating int16, in the order
 onnxruntime packs the weights (docs/onnxruntime-cpu.md). Depthwise convolutions (one input and
-one output channel per group) run on a kernel without pairs. The emulation is a model of that
-host, never a judge.
+one output channel per group) run on a kernel without pairs. It also computes com.microsoft
+QLinearSoftmax the way onnxruntime's kernel does on every host (a float32 table of
+exponentials and floor(1 / y_scale): within one step of the specification's arithmetic, not on
+ties only). The emulation is a model of onnxruntime, never a judge.
 """
 from __future__ import annotations
 
@@ -336,6 +338,28 @@ def _quantized(y, scale, zero_point, fallback) -> np.ndarray:
 _FLOAT_OPS: dict = {}
 
 
+def softmax(x: np.ndarray, axis, opset: int) -> np.ndarray:
+    """Softmax as the model's opset defines it: from 13 along `axis` (default -1); before 13 on
+    the tensor coerced to 2-D at `axis` (default 1). onnx.reference's own takes every opset's
+    axis as 13's, default -1 included."""
+    if x.size == 0:
+        return x
+    if opset >= 13:
+        ax = -1 if axis is None else axis
+        t = np.exp(x - x.max(axis=ax, keepdims=True))
+        return (t / t.sum(axis=ax, keepdims=True)).astype(x.dtype)
+    ax = (1 if axis is None else axis) % x.ndim
+    rows = x.reshape(int(np.prod(x.shape[:ax], dtype=np.int64)), -1)
+    return softmax(rows, -1, 13).reshape(x.shape)
+
+
+class Softmax(OpRun):
+    """The standard Softmax, every opset's semantics (softmax())."""
+    def _run(self, X, axis=None):
+        given = any(a.name == "axis" for a in self.onnx_node.attribute)  # else the model opset's default
+        return (softmax(X, axis if given else None, self.run_params["opsets"].get("", 13)),)
+
+
 def _float_op(op_type: str, inputs: list[np.ndarray], attrs: dict, opset: int) -> np.ndarray:
     """The standard float op `op_type` on float64 inputs, as onnx.reference computes it."""
     key = (op_type, tuple(sorted((k, str(v)) for k, v in attrs.items())), tuple(i.ndim for i in inputs), opset)
@@ -345,7 +369,8 @@ def _float_op(op_type: str, inputs: list[np.ndarray], attrs: dict, opset: int) -
         types = [onnx.TensorProto.BOOL if i.dtype == np.bool_ else onnx.TensorProto.DOUBLE for i in inputs]
         graph = onnx.helper.make_graph([node], "op", [onnx.helper.make_tensor_value_info(n, t, None) for n, t in zip(names, types)],
                                        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.DOUBLE, None)])
-        _FLOAT_OPS[key] = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]))
+        _FLOAT_OPS[key] = ReferenceEvaluator(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)]),
+                                             new_ops=[Softmax])
     sess = _FLOAT_OPS[key]
     return sess.run(None, {f"i{k}": v for k, v in enumerate(inputs)})[0]
 
@@ -384,13 +409,61 @@ _CONTRIB = [
     _contrib_qlinear("QLinearMul", "Mul", [(0, 1, 2), (3, 4, 5)], (6, 7)),
     _contrib_qlinear("QLinearSigmoid", "Sigmoid", [(0, 1, 2)], (3, 4)),
     _contrib_qlinear("QLinearLeakyRelu", "LeakyRelu", [(0, 1, 2)], (3, 4)),
-    _contrib_qlinear("QLinearSoftmax", "Softmax", [(0, 1, 2)], (3, 4)),
     _contrib_qlinear("QLinearGlobalAveragePool", "GlobalAveragePool", [(0, 1, 2)], (3, 4), channels_last=True),
     _contrib_qlinear("QLinearAveragePool", "AveragePool", [(0, 1, 2)], (3, 4), channels_last=True),
     _contrib_qlinear("QLinearReduceMean", "ReduceMean", [(0, 1, 2)], (3, 4)),
     _contrib_qlinear("QLinearWhere", "Where", [0, (1, 2, 3), (4, 5, 6)], (7, 8)),
     _contrib_qlinear("QLinearConcat", "Concat", "concat", (0, 1)),
 ]
+
+
+def _ort_softmax_rows(x: np.ndarray, x_scale, y_scale, y_zp) -> np.ndarray:
+    """onnxruntime's QLinearSoftmax kernel on rows (the reduced axis last), as its CPU source
+    computes it (contrib_ops/cpu/quantization/qlinear_softmax.cc): a table of 256 float32
+    exponentials, exp((i - 255 + shift) * x_scale) with shift = max(0, log(FLT_MAX / D) - 5) /
+    x_scale; per row, the table read at x - max + 255 (int8: index uint8(127 - max + x), the
+    table stored at uint8(i - 128)), summed in float32 in order; y = nearbyint(t * floor(1 /
+    y_scale) / sum) + y_zp, all float32, above 255 set to 255 (int8: wrapped to the type)."""
+    signed = x.dtype == np.int8
+    d = x.shape[-1]
+    shift = max(0.0, math.log(float(np.finfo(np.float32).max) / d) - 5) / float(np.float32(x_scale))
+    table = np.zeros(256, np.float32)
+    for i in range(256):
+        table[(i - 128) & 0xFF if signed else i] = np.float32(math.exp((i - 255 + shift) * float(np.float32(x_scale))))
+    ys = np.float32(math.floor(np.float32(1.0) / np.float32(y_scale)))
+    rows = x.reshape(-1, d)
+    out = np.zeros(rows.shape, np.int64)
+    for r, row in enumerate(rows):
+        m = int(row.max())
+        idx = ((127 - m + row.astype(np.int64)) & 0xFF) if signed else (row.astype(np.int64) + 255 - m)
+        t = table[idx]
+        total = np.cumsum(t, dtype=np.float32)[-1]
+        q = np.rint((t * ys) / total).astype(np.int64) + int(y_zp)
+        out[r] = q
+    if signed:
+        out = np.where(out > 255, 255, out)
+        return ((out + 128) % 256 - 128).astype(np.int8).reshape(x.shape)
+    return np.where(out > 255, 255, out).astype(np.uint8).reshape(x.shape)
+
+
+class QLinearSoftmax(OpRun):
+    """com.microsoft QLinearSoftmax: quantize(Softmax(dequantize(x))) in float64 as the other
+    contrib ops (the judge); with emulate_u8s8, onnxruntime's kernel (_ort_softmax_rows), whose
+    table and floor(1 / y_scale) make it an approximation on every host."""
+    op_domain = "com.microsoft"
+    emulate_u8s8 = False
+    _exact = staticmethod(_contrib_qlinear("QLinearSoftmax", "Softmax", [(0, 1, 2)], (3, 4))._run)
+
+    def _run(self, x, x_scale, x_zero_point=None, y_scale=None, y_zero_point=None, axis=None, opset=None):
+        if not self.emulate_u8s8:
+            return self._exact(self, x, x_scale, x_zero_point, y_scale, y_zero_point, axis=axis, opset=opset)
+        rank = x.ndim
+        ax = (axis if axis is not None else (1 if opset < 13 else -1)) % rank
+        y_zp = 0 if y_zero_point is None else int(np.asarray(y_zero_point))
+        if opset < 13:  # the tensor coerced to 2-D at axis
+            return (_ort_softmax_rows(x.reshape(int(np.prod(x.shape[:ax])), -1), x_scale, y_scale, y_zp).reshape(x.shape),)
+        moved = np.moveaxis(x, ax, -1)
+        return (np.moveaxis(_ort_softmax_rows(np.ascontiguousarray(moved), x_scale, y_scale, y_zp), -1, ax),)
 
 
 def _qlinearconv_ms(self, x, *args, channels_last=None, **attrs):
@@ -419,8 +492,8 @@ class QLinearConvTranspose(OpRun):
         return (_quantized(r, y_scale, y_zero_point, x.dtype),)
 
 
-_EXACT = [DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, Conv, MatMul, Gemm, QuantizeLinearMs,
-          DequantizeLinearMs, QGemm, QLinearConvMs, QLinearConvTranspose, *_CONTRIB]
+_EXACT = [Softmax, DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, Conv, MatMul, Gemm, QuantizeLinearMs,
+          DequantizeLinearMs, QGemm, QLinearConvMs, QLinearConvTranspose, QLinearSoftmax, *_CONTRIB]
 
 
 def _emulating(cls):

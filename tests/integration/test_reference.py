@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import reference
 
 JUDGED_OPS = {"QLinearConv", "QLinearMatMul", "QuantizeLinear", "DequantizeLinear", "ConvInteger", "MatMulInteger",
-              "Conv", "MatMul", "Gemm"}
+              "Conv", "MatMul", "Gemm", "Softmax"}
 # the cases of those ops whose types numpy cannot hold (float8, 4-bit, 2-bit, float4, ...): not
 # read by qconv, and carried by onnx.reference's own Q/DQ code, which these tests do not replace
 EXOTIC = ("e4m3", "e5m2", "float4", "int4", "uint4", "int2", "uint2", "float8", "e8m0", "float6")
@@ -159,3 +159,20 @@ def test_reference_contrib_qdq_equals_onnxruntime(op, dtype, tmp_path):
     got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("opset,axis,rows", [(11, None, (2, 12)), (11, 2, (6, 4)), (12, 0, (1, 24)), (13, None, (6, 4))])
+def test_softmax_takes_each_opsets_axis(opset, axis, rows):
+    """Softmax before opset 13 coerces its input to 2-D at `axis` (default 1), from 13 it runs
+    along `axis` (default -1), as the operator's versions in the ONNX specification say;
+    onnx.reference's own takes every opset as 13's. Judged by the definition on the rows."""
+    attrs = {} if axis is None else {"axis": axis}
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], **attrs)], "sm",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    x = np.random.default_rng(opset).normal(0, 2, (2, 3, 4)).astype(np.float32)
+    r = x.astype(np.float64).reshape(rows)
+    want = (np.exp(r - r.max(axis=1, keepdims=True)) / np.exp(r - r.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True))
+    got = reference.run(m, {"x": x})[0]
+    np.testing.assert_allclose(got.astype(np.float64), want.reshape(2, 3, 4), rtol=1e-6, atol=1e-7)
