@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
                     "when a requantized bias overflows int32, raise that channel's weight scale (approximation, reported)");
   convert->add_flag("--approximate", options.approximate,
                     "allow conversions that differ on rounding ties (FakeQuantize as Q/DQ); each is listed");
+  convert->add_flag("--contrib", options.contrib,
+                    "--format qop: write onnxruntime's com.microsoft ops (QLinearAdd, QLinearMul, QLinearSigmoid, "
+                    "QLinearSoftmax, QLinearConcat, QLinearGlobalAveragePool, QGemm, ...) where standard ONNX has no "
+                    "quantized op; without it the output is standard ONNX only");
   std::string weight_type, activation_type;
   convert->add_option("--weight-type", weight_type,
                       "store 8-bit weights as uint8 or int8, zero points moved by 128 (exact); uint8 makes "

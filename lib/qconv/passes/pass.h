@@ -30,6 +30,9 @@ struct PassOptions {
   bool check_saturation = true;
   /// redeclare-opset: declare this default-domain opset in the output (0: keep the model's).
   int64_t opset = 0;
+  /// fuse-contrib: write onnxruntime's com.microsoft quantized ops (QLinearAdd, QGemm, ...) for
+  /// the groups standard ONNX has no quantized op for. Off: the output stays standard-only.
+  bool contrib = false;
 };
 
 /// The one vocabulary of everything a pass says. Each line is "<subject>: <text>", where the

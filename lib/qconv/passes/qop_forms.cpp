@@ -113,4 +113,10 @@ const QOpForm* qopFormOf(const ir::Node& n) {
   return nullptr;
 }
 
+const QOpForm* contribFormFor(const std::string& float_op) {
+  for (const QOpForm& f : forms())
+    if (f.contrib && float_op == f.float_op && float_op != "Conv") return &f;
+  return nullptr;
+}
+
 }  // namespace qconv

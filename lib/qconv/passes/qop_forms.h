@@ -61,6 +61,11 @@ struct QOpForm {
 /// The form of `n`, or null when it is not a QOp op qconv knows.
 const QOpForm* qopFormOf(const ir::Node& n);
 
+/// The com.microsoft op that stands for the float op `float_op` in onnxruntime's QOperator
+/// format (QLinearAdd for Add, QGemm for Gemm, ...), or null. Conv and MatMul have standard
+/// ones (QLinearConv, QLinearMatMul) and get none here.
+const QOpForm* contribFormFor(const std::string& float_op);
+
 /// Why `n`, a com.microsoft quantized op, has no QDQ form with the same math; empty when it is
 /// not one of those.
 std::string withoutQdqForm(const ir::Node& n);

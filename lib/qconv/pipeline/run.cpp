@@ -56,11 +56,13 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
     throw Error(ExitCode::Usage, "--activation-type int8 with --weight-type uint8: no onnxruntime kernel takes int8 "
                                  "activations with uint8 weights");
+  if (options.contrib && options.format == Format::Qdq)
+    throw Error(ExitCode::Usage, "--contrib writes onnxruntime's QOperator ops: it goes with --format qop, not qdq");
   if (options.opset) checkOpsetFlag(options.opset);
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   PassContext ctx(log,
                   PassOptions{options.raise_weight_scale, options.approximate, options.weight_type,
-                              options.activation_type, options.check_saturation, options.opset},
+                              options.activation_type, options.check_saturation, options.opset, options.contrib},
                   options.input);
 
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });

@@ -25,6 +25,7 @@ struct ConvertOptions {
   int32_t weight_type = 0;          // store 8-bit weights as this onnx::TensorProto type (UINT8/INT8); 0: keep
   int32_t activation_type = 0;      // the same for activations; see shift_types.cpp
   bool check_saturation = true;     // warn where onnxruntime's x86 u8 x s8 kernels can saturate
+  bool contrib = false;             // --format qop: com.microsoft ops for the other groups; see PassOptions
   int64_t opset = 0;                // declare this default-domain opset (0: keep the model's); see passes/redeclare_opset.cpp
   int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
 };
