@@ -204,9 +204,10 @@ def test_aidge_export_without_input_rescaling_converts_to_runnable_onnx(tmp_path
 def test_aidge_expanded_export_matches_aidge(kind, tmp_path):
     """Expanded meta-operators: every quantizer is Mul(SF) -> Round -> Add(0) -> Clip -> Cast(int8),
     padding a separate Pad on int8, the Conv on int8. Exact by default: the integer Convs are
-    rebuilt in integer units and the Mul chains stay as the float ops they are (x * SF has no
-    QuantizeLinear form); identical to Aidge. With --approximate the Mul chains become
-    QuantizeLinear(1 / SF), listed, and in qop every conv is fused."""
+    rebuilt in integer units and, in qdq, the Mul chains stay as the float ops they are (x * SF has
+    no QuantizeLinear form); identical to Aidge. In qop (one step promised) and with --approximate
+    the Mul chains become QuantizeLinear(1 / SF) (listed with --approximate), and in qop every
+    conv is fused."""
     fm = float_cnn(kind)
     src = str(tmp_path / "aidge.onnx")
     g = quantize_with_aidge(fm, src, rescale_inputs=True, qop=False, work=tmp_path, fold=False, expand=True)
@@ -223,12 +224,15 @@ def test_aidge_expanded_export_matches_aidge(kind, tmp_path):
             counts = op_counts(dst)
             assert "Pad" not in counts  # folded into the Conv's pads
             listed = approximations(dst)
-            if mode == "exact":
+            if mode == "exact" and fmt == "qdq":
                 assert listed == [] and counts["Round"] >= 1 and "QLinearConv" not in counts
+            elif mode == "exact":  # qop's promise is one step: the Mul chains become Q, counted, not listed
+                assert listed == [] and "Round" not in counts
+                assert f"{convs + 1} quantizer x * M written as QuantizeLinear(x, 1/M) (--format qop" in r.stderr
             else:
                 assert sum("written as QuantizeLinear" in a for a in listed) == convs + 1  # input and each conv
-                if fmt == "qop":
-                    assert counts.get("QLinearConv", 0) == convs
+            if fmt == "qop":
+                assert counts.get("QLinearConv", 0) == convs
             differ, total = differences(want, executed(dst, xs))
             if mode == "exact" and kind == "two_convs":
                 assert differ == 0  # Aidge's executor and the export agree here: bit-identical

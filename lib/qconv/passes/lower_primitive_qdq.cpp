@@ -6,7 +6,7 @@
 //   x -> QuantizeLinear(s, zp:T) -> q                      when [lo, hi] is T's whole range
 //   x -> QuantizeLinear(s, zp:T) -> Clip(lo:T, hi:T) -> q  when it is narrower (narrow range)
 // Aidge's float form has no Cast: its integers stay floats (T: uint8 for a clip inside
-// [0, 255], else int8):
+// [0, 255] that passes 127, else int8, Aidge's own type; // [0, 255], else int8):
 //   x -> Mul(f) -> Round -> [Add(zp)] -> Clip(lo, hi) -> q:float
 //   becomes x -> QuantizeLinear(1/f, zp:T) [-> Clip] -> Cast(to=float) -> q:float
 // Before (dequantize):
@@ -25,6 +25,7 @@
 // rounded number; (float(q) - zp) * s is DequantizeLinear's float(q - zp) * s.
 // With --approximate, Mul by any positive factor f becomes QuantizeLinear(x, 1/f), listed as an
 // approximation: x * f and x / fl(1/f) can round apart on a near-tie (Aidge's quantizers).
+// --format qop does it without the flag, since its promise is one step: counted in the summary.
 // Anything else stays as the primitive ops it is (standard ONNX, still correct), with a note.
 #include <fmt/format.h>
 
@@ -85,7 +86,7 @@ std::optional<QuantizeChain> matchQuantize(ir::Node& last, int64_t opset, bool a
   }
   auto bounds = clipBounds(*clip);
   const float lo = bounds ? bounds->first : NAN, hi = bounds ? bounds->second : NAN;
-  if (!c.cast) c.type = lo >= 0 && hi <= 255 ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
+  if (!c.cast) c.type = lo >= 0 && hi <= 255 && hi > 127 ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
   auto [tmin, tmax] = ir::intRange(c.type);
   if (!isInteger(lo) || !isInteger(hi) || lo > hi || lo < tmin || hi > tmax) {
     *why = c.cast ? "Clip bounds are not constant integers inside the Cast type's range"
@@ -212,6 +213,7 @@ struct LowerPrimitiveQdq {
   };
   int64_t opset;
   bool approximate;
+  bool one_step;
 
   bool root(const ir::Node& n) const { return n.is("Cast") || n.is("Clip") || n.is("Mul"); }
   std::string declined(const ir::Node& n) const {
@@ -222,7 +224,7 @@ struct LowerPrimitiveQdq {
     std::string why;
     Group g{&n, std::nullopt, std::nullopt};
     if (n.is("Mul")) g.dequantize = matchDequantize(n, &why);
-    else g.quantize = matchQuantize(n, opset, approximate, &why);
+    else g.quantize = matchQuantize(n, opset, approximate || one_step, &why);
     if (g.quantize || g.dequantize) return g;
     return why.empty() ? Match<Group>::none() : Match<Group>::refuse(why);
   }
@@ -234,10 +236,16 @@ struct LowerPrimitiveQdq {
       return;
     }
     const QuantizeChain& c = *g.quantize;
-    if (c.approximated)
+    if (c.approximated && !approximate) {  // --format qop: inside its one-step promise
+      ctx.count("quantizer x * M written as QuantizeLinear(x, 1/M) (--format qop: one step on near ties)");
+      ctx.report(Report::Done, *g.anchor,
+                 fmt::format("quantizer x * {} written as QuantizeLinear(x, {:g}): a near-tie can round by one step",
+                             1.0f / c.scale_value, c.scale_value));
+    } else if (c.approximated) {
       ctx.report(Report::Approximation, *g.anchor,
                  fmt::format("quantizer x * {} written as QuantizeLinear(x, {:g}): a near-tie can round by one step",
                              1.0f / c.scale_value, c.scale_value));
+    }
     lowerQuantize(graph, c, *g.anchor);
     ctx.count("primitive quantize lowered");
   }
@@ -246,7 +254,7 @@ struct LowerPrimitiveQdq {
 }  // namespace
 
 void lowerPrimitiveQdq(ir::Model& model, PassContext& ctx) {
-  LowerPrimitiveQdq rule{ir::defaultOpset(model), ctx.options().approximate};
+  LowerPrimitiveQdq rule{ir::defaultOpset(model), ctx.options().approximate, ctx.options().one_step};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -33,6 +33,9 @@ struct PassOptions {
   /// fuse-contrib: write onnxruntime's com.microsoft quantized ops (QLinearAdd, QGemm, ...) for
   /// the groups standard ONNX has no quantized op for. Off: the output stays standard-only.
   bool contrib = false;
+  /// The output format promises one step, not the same bits (--format qop): a quantizer x * M
+  /// may become QuantizeLinear(x, 1/M) without --approximate, counted in the summary.
+  bool one_step = false;
 };
 
 /// The one vocabulary of everything a pass says. Each line is "<subject>: <text>", where the

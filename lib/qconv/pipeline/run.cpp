@@ -62,7 +62,8 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   PassContext ctx(log,
                   PassOptions{options.raise_weight_scale, options.approximate, options.weight_type,
-                              options.activation_type, options.check_saturation, options.opset, options.contrib},
+                              options.activation_type, options.check_saturation, options.opset, options.contrib,
+                              options.format == Format::Qop},
                   options.input);
 
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });
