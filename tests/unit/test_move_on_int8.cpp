@@ -117,7 +117,7 @@ TEST_CASE("Concat: each input with other parameters than the output is requantiz
 
 // ---- name-leftovers ----
 
-TEST_CASE("name-leftovers counts every op left between DQ and Q and names the ones without a standard form") {
+TEST_CASE("name-leftovers counts every op left between DQ and Q and names each one") {
   ModelBuilder b;
   b.input("x", TensorProto::UINT8, {4});
   b.floats("s", {}, {0.5f});
@@ -134,7 +134,26 @@ TEST_CASE("name-leftovers counts every op left between DQ and Q and names the on
   qconv::nameLeftovers(m, r.ctx);
   REQUIRE(r.ctx.refusals() == std::vector<std::string>{
                                   "add: stays in QDQ form: standard ONNX has no quantized Add (onnxruntime's is "
-                                  "com.microsoft QLinearAdd, which --contrib writes where onnxruntime runs it)"});
+                                  "com.microsoft QLinearAdd, which --contrib writes where onnxruntime runs it)",
+                                  "relu: stays in QDQ form: no qconv pass writes a quantized Relu (it computes in float "
+                                  "between DequantizeLinear and QuantizeLinear)"});
   REQUIRE(r.ctx.counters().at("Add left in QDQ form") == 1);
   REQUIRE(r.ctx.counters().at("Relu left in QDQ form") == 1);
+}
+
+TEST_CASE("name-leftovers does not name again an op an earlier pass refused") {
+  ModelBuilder b;
+  b.input("x", TensorProto::UINT8, {4});
+  b.floats("s", {}, {0.5f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.node("DequantizeLinear", {"x", "s", "z"}, {"xf"}, "dq");
+  b.node("Erf", {"xf"}, {"e"}, "erf");
+  b.node("QuantizeLinear", {"e", "s", "z"}, {"y"}, "q");
+  b.output("y", TensorProto::UINT8);
+  auto m = b.build();
+  Reporter r;
+  r.ctx.report(qconv::Report::Refused, "erf", "not fused: an earlier reason");
+  qconv::nameLeftovers(m, r.ctx);
+  REQUIRE(r.ctx.refusals() == std::vector<std::string>{"erf: not fused: an earlier reason"});
+  REQUIRE(r.ctx.counters().at("Erf left in QDQ form") == 1);
 }

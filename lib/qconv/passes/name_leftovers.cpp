@@ -8,9 +8,10 @@
 //   1. it is in the default domain, is not itself a QuantizeLinear/DequantizeLinear, and has an
 //      input from a DequantizeLinear;
 //   2. one of its outputs is read by a QuantizeLinear.
-// It is named when, in addition, it is one of kNoStandardForm: ops standard ONNX has no quantized
-// form of (onnxruntime's com.microsoft ops have one), unless --contrib is on: then fuse-contrib
-// has named it already, with the requirement it failed.
+// Each one no earlier pass named (a fusion's refusal: Conv, MatMul, Gemm, data movement, and with
+// --contrib the ops fuse-contrib looked at) is named here: as one of kNoStandardForm, ops standard
+// ONNX has no quantized form of (onnxruntime's com.microsoft ops have one), or as an op no qconv
+// pass writes a quantized form of (an unabsorbed Relu, Erf, ...).
 #include <fmt/format.h>
 
 #include "qconv/passes/driver.h"
@@ -31,6 +32,14 @@ const NoForm kNoStandardForm[] = {
     {"GlobalAveragePool", "QLinearGlobalAveragePool"}, {"AveragePool", "QLinearAveragePool"},
     {"ReduceMean", "QLinearReduceMean"}, {"Where", "QLinearWhere"},
 };
+
+/// Whether an earlier pass refused `n` already, naming its reason.
+bool namedBefore(const PassContext& ctx, const ir::Node& n) {
+  const std::string prefix = n.label() + ": ";
+  for (const std::string& line : ctx.refusals())
+    if (line.compare(0, prefix.size(), prefix) == 0) return true;
+  return false;
+}
 
 bool readByQuantize(const ir::Node& n) {
   for (const ir::Value* out : n.outputs())
@@ -60,13 +69,18 @@ struct NameLeftovers {
   void rewrite(ir::Graph&, Group& g, PassContext& ctx) {
     const ir::Node& n = *g.node;
     ctx.count(fmt::format("{} left in QDQ form", n.opType()));
-    if (ctx.options().contrib) return;
+    if (namedBefore(ctx, n)) return;  // a fusion pass said why already
     for (const NoForm& f : kNoStandardForm)
-      if (n.opType() == f.op_type)
+      if (n.opType() == f.op_type) {
         ctx.report(Report::Refused, n.label(),
                    fmt::format("stays in QDQ form: standard ONNX has no quantized {} (onnxruntime's is com.microsoft {}, "
                                "which --contrib writes where onnxruntime runs it)",
                                f.op_type, f.contrib));
+        return;
+      }
+    ctx.report(Report::Refused, n.label(),
+               fmt::format("stays in QDQ form: no qconv pass writes a quantized {} (it computes in float between "
+                           "DequantizeLinear and QuantizeLinear)", n.opType()));
   }
 };
 
