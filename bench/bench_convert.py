@@ -230,8 +230,9 @@ ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
 
 
 class Tools:
-    def __init__(self, build: str, work: str):
+    def __init__(self, build: str, work: str, qop_flags: list[str] | None = None):
         self.qconv = os.path.join(build, "tools", "qconv")
+        self.qop_flags = qop_flags or []  # --contrib: onnxruntime's com.microsoft ops too
         self.floor = os.path.join(build, "bench", "qconv_roundtrip")
         self.work = work
 
@@ -239,7 +240,8 @@ class Tools:
         """(name, command, output) for the floor, qconv and, with `peer`, onnxruntime."""
         out = {k: os.path.join(self.work, f"{k}.onnx") for k in ("floor", "qconv", "ort")}
         rows = [("floor", [self.floor, src, out["floor"]], out["floor"]),
-                ("qconv", [self.qconv, "convert", src, out["qconv"], "--format", fmt, "-q"], out["qconv"])]
+                ("qconv", [self.qconv, "convert", src, out["qconv"], "--format", fmt, "-q",
+                           *(self.qop_flags if fmt == "qop" else [])], out["qconv"])]
         if peer:
             rows.append(("onnxruntime", [sys.executable, "-c", ORT_FUSE, src, out["ort"]], out["ort"]))
         return rows
@@ -357,12 +359,13 @@ def main() -> None:
     ap.add_argument("--scaling", action="store_true", help="also the four sizes from 10 MB to over 2 GB "
                     "(needs about 7 GB of disk in --work and a few minutes)")
     ap.add_argument("--qop-to-qdq", action="store_true", help="also the model's QOp form -> QDQ (issue 14)")
+    ap.add_argument("--contrib", action="store_true", help="qconv --format qop with --contrib (com.microsoft ops too)")
     ap.add_argument("--work", help="folder for the models (default: a temporary folder)")
     ap.add_argument("--markdown", help="also write the results to this file")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(dir=args.work) as work:
-        tools = Tools(args.build, work)
+        tools = Tools(args.build, work, ["--contrib"] if args.contrib else [])
         lines = [f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; whole processes", ""]
         lines += resnet50(tools, args.runs)
         print("\n".join(lines), flush=True)

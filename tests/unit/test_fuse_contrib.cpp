@@ -35,6 +35,30 @@ ModelBuilder binary(const std::string& op, int32_t y_type = TensorProto::UINT8) 
   return b;
 }
 
+/// x u8 `shape` -> DQ(0.5, 128) -> op (named `name`) -> Q(0.5, 128) -> y; returns the builder
+/// and the op, for attributes.
+ModelBuilder unary(const std::string& op, const std::string& name, const std::vector<int64_t>& shape,
+                   onnx::NodeProto** node) {
+  ModelBuilder b;
+  b.input("x", TensorProto::UINT8, shape);
+  b.floats("s", {}, {0.5f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.node("DequantizeLinear", {"x", "s", "z"}, {"xf"}, "dq");
+  b.node(op, {"xf"}, {"f"}, name);
+  b.node("QuantizeLinear", {"f", "s", "z"}, {"y"}, "q");
+  b.output("y", TensorProto::UINT8);
+  *node = b.graph().mutable_node(1);
+  return b;
+}
+
+/// What fuse-contrib refuses in the model `b` builds.
+std::vector<std::string> refusalsOf(ModelBuilder& b) {
+  auto m = b.build();
+  Reporter r(withContrib());
+  qconv::fuseContrib(m, r.ctx);
+  return r.ctx.refusals();
+}
+
 std::vector<std::string> inputNames(const Node* n) {
   std::vector<std::string> out;
   for (const auto* v : n->inputs()) out.push_back(v ? v->name() : "");
@@ -95,57 +119,36 @@ TEST_CASE("Softmax becomes QLinearSoftmax with its axis written out and the opse
 
 TEST_CASE("fuse-contrib refusals name the requirement that failed") {
   SECTION("an attribute the contrib op does not take") {
-    ModelBuilder b;
-    b.input("x", TensorProto::UINT8, {1, 1, 4, 4});
-    b.floats("s", {}, {0.5f});
-    b.ints("z", TensorProto::UINT8, {}, {128});
-    b.node("DequantizeLinear", {"x", "s", "z"}, {"xf"}, "dq");
-    auto& pool = b.node("AveragePool", {"xf"}, {"f"}, "pool");
-    setInts(pool, "kernel_shape", {2, 2});
-    setInts(pool, "dilations", {2, 2});
-    b.node("QuantizeLinear", {"f", "s", "z"}, {"y"}, "q");
-    b.output("y", TensorProto::UINT8);
-    auto m = b.build();
-    Reporter r(withContrib());
-    qconv::fuseContrib(m, r.ctx);
-    REQUIRE(r.ctx.refusals() == std::vector<std::string>{
+    onnx::NodeProto* pool = nullptr;
+    auto b = unary("AveragePool", "pool", {1, 1, 4, 4}, &pool);
+    setInts(*pool, "kernel_shape", {2, 2});
+    setInts(*pool, "dilations", {2, 2});
+    REQUIRE(refusalsOf(b) == std::vector<std::string>{
                                     "pool: not fused: it has attribute 'dilations', which com.microsoft "
                                     "QLinearAveragePool does not take"});
   }
   SECTION("operands of two 8-bit types") {
-    auto m = binary("Mul", TensorProto::INT8).build();
-    Reporter r(withContrib());
-    qconv::fuseContrib(m, r.ctx);
-    REQUIRE(r.ctx.refusals() == std::vector<std::string>{
+    auto b = binary("Mul", TensorProto::INT8);
+    REQUIRE(refusalsOf(b) == std::vector<std::string>{
                                     "op: not fused: A is uint8 but the output is int8 (com.microsoft QLinearMul "
                                     "takes one 8-bit type)"});
   }
   SECTION("an op onnxruntime's CPU provider has no kernel for") {
-    ModelBuilder b;
-    b.input("x", TensorProto::UINT8, {1, 2, 3});
-    b.floats("s", {}, {0.5f});
-    b.ints("z", TensorProto::UINT8, {}, {128});
-    b.node("DequantizeLinear", {"x", "s", "z"}, {"xf"}, "dq");
-    setInts(b.node("ReduceMean", {"xf"}, {"f"}, "mean"), "axes", {2});
-    b.node("QuantizeLinear", {"f", "s", "z"}, {"y"}, "q");
-    b.output("y", TensorProto::UINT8);
-    auto m = b.build();
-    Reporter r(withContrib());
-    qconv::fuseContrib(m, r.ctx);
-    REQUIRE(r.ctx.refusals().size() == 1);
-    REQUIRE(r.ctx.refusals()[0].rfind("mean: not fused: onnxruntime has no com.microsoft QLinearReduceMean kernel", 0) == 0);
+    onnx::NodeProto* mean = nullptr;
+    auto b = unary("ReduceMean", "mean", {1, 2, 3}, &mean);
+    setInts(*mean, "axes", {2});
+    const auto refusals = refusalsOf(b);
+    REQUIRE(refusals.size() == 1);
+    REQUIRE(refusals[0].rfind("mean: not fused: onnxruntime has no com.microsoft QLinearReduceMean kernel", 0) == 0);
   }
   SECTION("an output read by something else than a QuantizeLinear") {
     auto b = binary("Add");
-    b.graph().mutable_node(3)->set_op_type("Relu");
+    b.graph().mutable_node(3)->set_op_type("Neg");
     b.graph().mutable_node(3)->clear_input();
     b.graph().mutable_node(3)->add_input("f");
     b.graph().mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(TensorProto::FLOAT);
-    auto m = b.build();
-    Reporter r(withContrib());
-    qconv::fuseContrib(m, r.ctx);
-    REQUIRE(r.ctx.refusals() == std::vector<std::string>{
-                                    "op: not fused: output goes to q (Relu), not to a QuantizeLinear"});
+    REQUIRE(refusalsOf(b) == std::vector<std::string>{
+                                    "op: not fused: output goes to q (Neg), not to a QuantizeLinear"});
   }
 }
 
@@ -177,4 +180,22 @@ TEST_CASE("Gemm with a C per row becomes QGemm, C requantized to int32 at alpha 
   REQUIRE(*qconv::ir::readInts(*q->input(6), &why) == std::vector<int64_t>{0, 1, -2, 6});
   REQUIRE(q->attribute("beta") == nullptr);
   REQUIRE(q->attribute("alpha")->f() == 2.0f);
+}
+
+TEST_CASE("a Relu the output quantizer makes redundant is absorbed into QLinearAdd") {
+  ModelBuilder b;
+  b.input("a", TensorProto::UINT8, {1, 4});
+  b.floats("s", {}, {0.5f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.ints("zy", TensorProto::UINT8, {}, {0});  // Relu's 0 quantizes to uint8's lowest value
+  b.node("DequantizeLinear", {"a", "s", "z"}, {"af"}, "dq");
+  b.node("Add", {"af", "af"}, {"f"}, "add");
+  b.node("Relu", {"f"}, {"r"}, "relu");
+  b.node("QuantizeLinear", {"r", "s", "zy"}, {"y"}, "q");
+  b.output("y", TensorProto::UINT8);
+  auto m = b.build();
+  Reporter r(withContrib());
+  qconv::fuseContrib(m, r.ctx);
+  REQUIRE(only(m.graph, "QLinearAdd")->output(0) == m.graph.outputs()[0]);
+  REQUIRE(m.graph.nodes().size() == 1);
 }

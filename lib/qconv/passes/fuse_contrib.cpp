@@ -21,7 +21,8 @@
 //   3. each quantized input comes through a DequantizeLinear with constant int8/uint8
 //      parameters, per tensor (QGemm's B: or one scale per column); Where's condition as it is;
 //   4. they and the output share one 8-bit type (QGemm: B int8 with a uint8 A too);
-//   5. the op's output has one reader, a QuantizeLinear with constant per-tensor parameters;
+//   5. the op's output has one reader, a QuantizeLinear with constant per-tensor parameters, or
+//      a Relu/Clip the Q makes redundant (its bounds quantize to the type's ends), absorbed;
 //   6. QGemm: C is kept or requantized to int32 at alpha * a_s * b_s (select_contrib_gemm.cpp);
 //   7. an int8 Softmax's output cannot wrap in onnxruntime's kernel, which writes
 //      nearbyint(p * floor(1 / y_scale)) + y_zero_point unclamped: that is at most 127 for p = 1.
@@ -109,6 +110,7 @@ struct FuseContrib {
     if (!n.proto().doc_string().empty()) fused->mutableProto().set_doc_string(n.proto().doc_string());
     graph.takeOutput(fused, 0, q->output(0));
     graph.destroyNode(q);
+    if (g.y.activation) graph.destroyNode(g.y.activation);
     std::vector<ir::Value*> inputs = n.inputs();
     graph.destroyNode(&n);
     for (ir::Value* v : inputs) graph.pruneIfDead(v);

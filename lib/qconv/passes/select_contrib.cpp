@@ -144,7 +144,7 @@ std::optional<ContribGroup> selectContrib(ir::Node& n, const QOpForm& form, int6
       g.operands.push_back(op);
     }
   }
-  auto y = quantizedOutput(n, false, why, true);  // (5)
+  auto y = quantizedOutput(n, true, why, true);  // (5)
   if (!y) return std::nullopt;
   g.y = std::move(*y);
   if (!typesMatch(g, why) || !softmaxFits(g, why)) return std::nullopt;  // (4), (7)
