@@ -110,9 +110,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // the checker judges the output, and the input only when the output fails
     qconv::ir::Model model = qconv::io::importModel(std::move(in), kPath);
     // every other input runs the --format qdq pipeline (unfuse-qop, unfuse-integer-ops)
-    qconv::PassManager pm(qconv::pipelineFor(size / 3 % 2 ? qconv::Format::Qdq : qconv::Format::Qop));
-    // every third input also moves 8-bit tensors to the other type (shift-types), both ways
+    const bool qdq = size / 3 % 2;
+    qconv::PassManager pm(qconv::pipelineFor(qdq ? qconv::Format::Qdq : qconv::Format::Qop));
+    // every third input also moves 8-bit tensors to the other type (shift-types), both ways;
+    // the qop inputs write com.microsoft ops too (--contrib) every other time
     qconv::PassOptions options{true, true};
+    options.one_step = !qdq;
+    options.contrib = !qdq && size / 6 % 2;
     if (size % 3 == 1) options.weight_type = onnx::TensorProto::UINT8;
     if (size % 3 == 2) options.activation_type = onnx::TensorProto::INT8;
     qconv::PassContext ctx(log, options, kPath);

@@ -17,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import models  # noqa: E402
+import test_aidge_float_form  # noqa: E402
 import test_dialects  # noqa: E402
 import test_fake_quantize  # noqa: E402
 import test_qgemm  # noqa: E402
@@ -81,6 +82,10 @@ def main(out: str) -> None:
         seeds["qop_contrib_zoo"] = onnx.load(zoo)
         models.quantize_dyn(models.mlp(), dyn, work, per_channel=True)
         seeds["dynamic_matmul"] = onnx.load(dyn)
+        qdq_zoo = str(w / "qdq_zoo.onnx")  # fuse-contrib
+        models.quantize_qdq(models.contrib_zoo(), qdq_zoo, per_channel=True, activation="uint8", work_dir=work)
+        seeds["qdq_contrib_zoo"] = onnx.load(qdq_zoo)
+        seeds["aidge_float_form"] = test_aidge_float_form.float_form()  # lift-float-form
         for name in ("conv_transpose_per_channel", "gap_channels_last", "reduce_mean", "where"):
             seeds[f"qop_{name}"] = test_qop_to_qdq.CONTRIB_CASES[name]()
     for name, m in sorted(seeds.items()):
