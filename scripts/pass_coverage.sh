@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Line coverage of each pass file when qconv converts the fuzzing seeds (tests/fuzz/make_seeds.py
-# and test_data/examples) four ways: --format qop --approximate; --format qdq; --format qop
-# --weight-type uint8 --raise-weight-scale; --format qdq --activation-type int8 --weight-type int8 --opset 21. That is what
+# and test_data/examples) five ways: --format qop --approximate; --format qdq; --format qop
+# --weight-type uint8 --raise-weight-scale; --format qdq --activation-type int8 --weight-type int8 --opset 21;
+# --format qop --contrib. That is what
 # the fuzzer starts from (docs/robustness.md). Needs gcc's gcov and the test environment.
 # Usage: scripts/pass_coverage.sh   (builds into build-cov/)
 set -euo pipefail
@@ -21,6 +22,7 @@ for f in "$seeds"/*.onnx test_data/examples/*.onnx; do
   build-cov/tools/qconv convert "$f" "$out/$b-2.onnx" --format qdq -q >/dev/null 2>&1 || true
   build-cov/tools/qconv convert "$f" "$out/$b-3.onnx" --format qop --weight-type uint8 --raise-weight-scale -q >/dev/null 2>&1 || true
   build-cov/tools/qconv convert "$f" "$out/$b-4.onnx" --format qdq --activation-type int8 --weight-type int8 --opset 21 -q >/dev/null 2>&1 || true
+  build-cov/tools/qconv convert "$f" "$out/$b-5.onnx" --format qop --contrib -q >/dev/null 2>&1 || true
 done
 cd build-cov/lib/CMakeFiles/qconv_lib.dir/qconv/passes
 gcov -n ./*.gcda 2>/dev/null |

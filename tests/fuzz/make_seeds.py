@@ -20,6 +20,7 @@ import models  # noqa: E402
 import test_aidge_float_form  # noqa: E402
 import test_dialects  # noqa: E402
 import test_fake_quantize  # noqa: E402
+import test_gemm  # noqa: E402
 import test_qgemm  # noqa: E402
 import test_qonnx  # noqa: E402
 import test_qop_to_qdq  # noqa: E402
@@ -86,6 +87,9 @@ def main(out: str) -> None:
         models.quantize_qdq(models.contrib_zoo(), qdq_zoo, per_channel=True, activation="uint8", work_dir=work)
         seeds["qdq_contrib_zoo"] = onnx.load(qdq_zoo)
         seeds["aidge_float_form"] = test_aidge_float_form.float_form()  # lift-float-form
+        gemm_rows = str(w / "gemm_rows.onnx")  # a Gemm gemm-as-conv leaves: QGemm with --contrib
+        models.quantize_qdq(test_gemm.gemm_variants((8, 5)), gemm_rows, per_channel=False, activation="uint8", work_dir=work)
+        seeds["qdq_gemm_c_per_row"] = onnx.load(gemm_rows)
         for name in ("conv_transpose_per_channel", "gap_channels_last", "reduce_mean", "where"):
             seeds[f"qop_{name}"] = test_qop_to_qdq.CONTRIB_CASES[name]()
     for name, m in sorted(seeds.items()):
