@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "qconv: error: " << e.what() << " (run 'qconv --help')\n";
+    std::cerr << "qconv: error: " << qconv::printable(e.what()) << " (run 'qconv --help')\n";
     return static_cast<int>(qconv::ExitCode::Usage);
   }
 

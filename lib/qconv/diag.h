@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace qconv {
 
@@ -23,9 +24,12 @@ enum class ExitCode : int {
   Internal = 70,    // a bug in qconv
 };
 
+/// `message` with each NUL shown as \x00: what() is a C string, which would end at the first.
+std::string withoutNul(const std::string& message);
+
 class Error : public std::runtime_error {
  public:
-  Error(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Error(ExitCode code, const std::string& message) : std::runtime_error(withoutNul(message)), code_(code) {}
   ExitCode code() const { return code_; }
 
  private:
@@ -36,6 +40,15 @@ class Error : public std::runtime_error {
 inline std::string sysError() { return std::strerror(errno); }
 
 [[noreturn]] void internalError(const char* file, int line, const std::string& what);
+
+/// The longest message qconv prints, in bytes: the rest is cut and counted.
+constexpr size_t kMaxMessageBytes = 4096;
+
+/// `text` made safe for a terminal and a log reader: control characters (newline, ESC, BEL, NUL,
+/// DEL, and the C1 controls U+0080..U+009F) shown as \n, \r, \t or \xNN instead of sent, so a
+/// name in a model cannot forge or hide a line; cut to kMaxMessageBytes, with "... [N more
+/// bytes]". Every line qconv writes to stderr goes through it (pipeline/run.cpp's sink).
+std::string printable(std::string_view text, size_t max_bytes = kMaxMessageBytes);
 
 }  // namespace qconv
 

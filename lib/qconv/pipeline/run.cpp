@@ -109,10 +109,32 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     for (const auto& t : pm.timings()) fmt::print(err, "qconv: time: {:<20} {:9.2f} ms\n", t.name, t.milliseconds);
 }
 
+
+/// stderr's sink: each message through printable() (diag.h) before it is formatted and written.
+class PrintableSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  explicit PrintableSink(std::ostream& os) : os_(os) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    const std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
+    spdlog::details::log_msg safe = msg;
+    safe.payload = text;
+    spdlog::memory_buf_t line;
+    formatter_->format(safe, line);
+    os_.write(line.data(), static_cast<std::streamsize>(line.size()));
+    os_.flush();
+  }
+  void flush_() override { os_.flush(); }
+
+ private:
+  std::ostream& os_;
+};
+
 }  // namespace
 
 int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
-  auto sink = std::make_shared<spdlog::sinks::ostream_sink_st>(err, true);
+  auto sink = std::make_shared<PrintableSink>(err);
   spdlog::logger log("qconv", sink);
   log.set_pattern("qconv: %l: %v");
   log.set_level(options.verbosity <= 0 ? spdlog::level::warn

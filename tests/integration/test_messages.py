@@ -1,0 +1,67 @@
+"""Messages (issue 16, deliverable 6): a name or location from the model is shown, never sent.
+Control characters come out as \\n, \\xNN, ... (no forged line, no terminal escape), each line is
+cut to a bounded length, and a NUL in a location is shown instead of ending the message."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import run_qconv
+
+
+def dequantize_model(name: str, scale: float = 0.0) -> onnx.ModelProto:
+    """One DequantizeLinear named `name`; scale 0 makes validate refuse it, naming the node."""
+    inits = [numpy_helper.from_array(np.float32(scale), "s"), numpy_helper.from_array(np.uint8(0), "z")]
+    g = helper.make_graph([helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], name=name)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.UINT8, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
+def convert_bytes(path: str, tmp_path) -> tuple[int, bytes]:
+    import subprocess
+    from conftest import qconv_bin
+    r = subprocess.run([qconv_bin(), "convert", path, str(tmp_path / "out.onnx"), "--format", "qop"], capture_output=True)
+    return r.returncode, r.stderr
+
+
+def test_control_characters_in_a_node_name_are_shown_not_sent(tmp_path):
+    src = str(tmp_path / "evil.onnx")
+    onnx.save(dequantize_model("evil\nqconv: error: FAKE\x1b[31m\x07\r\x7f\u009b"), src)
+    rc, err = convert_bytes(src, tmp_path)
+    assert rc == 3
+    assert err.count(b"\n") == 1 and err.startswith(b"qconv: error: ")  # one line: nothing forged
+    for raw in (b"\x1b", b"\x07", b"\r", b"\x7f", b"\xc2\x9b"):
+        assert raw not in err
+    assert b"node 'evil\\nqconv: error: FAKE\\x1b[31m\\x07\\r\\x7f\\u009b' (DequantizeLinear)" in err
+
+
+def test_a_huge_name_gives_a_bounded_line(tmp_path):
+    src = str(tmp_path / "long.onnx")
+    onnx.save(dequantize_model("n" * 10_000_000), src)
+    rc, err = convert_bytes(src, tmp_path)
+    assert rc == 3
+    assert len(err) < 4200 and err.count(b"\n") == 1
+    assert b" more bytes]" in err
+
+
+def test_a_nul_in_an_external_location_is_shown(tmp_path):
+    m = dequantize_model("dq", 0.5)
+    t = m.graph.initializer[0]
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", "a\x00b.data"
+    src = str(tmp_path / "nul.onnx")
+    onnx.save(m, src)
+    rc, err = convert_bytes(src, tmp_path)
+    assert rc == 3
+    assert b"external data location 'a\\x00b.data' contains a NUL byte" in err
+    assert b"\x00" not in err
+
+
+def test_a_bad_flag_value_is_shown_not_sent(tmp_path):
+    r = run_qconv("convert", "in.onnx", "out.onnx", "--format", "qop\x1b[2J")
+    assert r.returncode == 2
+    assert "\x1b" not in r.stderr and "\\x1b[2J" in r.stderr
