@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   convert->add_option("--opset", options.opset,
                       "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
                       "refused, naming the node, when an operator changed in between")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{28}).description("1 to 28"));
   convert->add_flag("--inline-data", options.inline_data,
                     "write every tensor into the output model (when under 2 GB), even if the input keeps "
                     "external data; by default such tensors go to OUT.data beside OUT");

@@ -1,9 +1,21 @@
 #include "qconv/diag.h"
 
+#include <sys/stat.h>
+
 namespace qconv {
 
 void internalError(const char* file, int line, const std::string& what) {
   throw Error(ExitCode::Internal, fmt::format("internal error at {}:{}: {}", file, line, what));
+}
+
+const char* fileKind(unsigned mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return S_ISREG(mode) ? "a regular file" : "not a regular file";
 }
 
 std::string withoutNul(const std::string& message) {

@@ -41,6 +41,9 @@ inline std::string sysError() { return std::strerror(errno); }
 
 [[noreturn]] void internalError(const char* file, int line, const std::string& what);
 
+/// What a file that is not a regular one is, for messages: "a folder", "a FIFO", ...
+const char* fileKind(unsigned mode);
+
 /// The longest message qconv prints, in bytes: the rest is cut and counted.
 constexpr size_t kMaxMessageBytes = 4096;
 

@@ -1,6 +1,9 @@
 """Messages (issue 16, deliverable 6): a name or location from the model is shown, never sent.
 Control characters come out as \\n, \\xNN, ... (no forged line, no terminal escape), each line is
 cut to a bounded length, and a NUL in a location is shown instead of ending the message."""
+import os
+import stat
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -65,3 +68,49 @@ def test_a_bad_flag_value_is_shown_not_sent(tmp_path):
     r = run_qconv("convert", "in.onnx", "out.onnx", "--format", "qop\x1b[2J")
     assert r.returncode == 2
     assert "\x1b" not in r.stderr and "\\x1b[2J" in r.stderr
+
+
+# ---- usage errors and paths (issue 16, deliverables 3 and 8) ----
+
+def small_model(tmp_path) -> str:
+    src = str(tmp_path / "in.onnx")
+    onnx.save(dequantize_model("dq", 0.5), src)
+    return src
+
+
+def test_opset_out_of_range_is_a_short_usage_error(tmp_path):
+    for value in ("0", "-3", "99"):
+        r = run_qconv("convert", small_model(tmp_path), str(tmp_path / "o.onnx"), "--format", "qop", "--opset", value)
+        assert r.returncode == 2
+        assert r.stderr == f"qconv: error: --opset: Value {value} not in range 1 to 28 (run 'qconv --help')\n"
+
+
+def test_an_output_path_naming_a_folder_or_nothing_is_a_usage_error(tmp_path):
+    (tmp_path / "d").mkdir()
+    for out in (str(tmp_path / "d") + "/", ".", "..", "", str(tmp_path / "d")):
+        r = run_qconv("convert", small_model(tmp_path), out, "--format", "qop")
+        assert r.returncode == 2, (out, r.stderr)
+        assert "give a file name" in r.stderr and len(r.stderr) < 300
+    assert os.listdir(tmp_path / "d") == []
+
+
+def test_only_regular_files_are_replaced(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "null_link.onnx"
+    link.symlink_to("/dev/null")
+    for out, kind in ((str(fifo), "a FIFO"), (str(link), "a character device")):
+        r = run_qconv("convert", small_model(tmp_path), out, "--format", "qop")
+        assert r.returncode == 5, r.stderr
+        assert f"the output is {kind}, not a regular file; qconv replaces only regular files" in r.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.readlink(link) == "/dev/null"
+    assert not (tmp_path / "fifo.data").exists() and not (tmp_path / "null_link.onnx.data").exists()
+    assert sorted(os.listdir(tmp_path)) == ["fifo", "in.onnx", "null_link.onnx"]
+
+
+def test_a_fifo_as_input_is_refused_without_waiting(tmp_path):
+    fifo = tmp_path / "in.onnx"
+    os.mkfifo(fifo)
+    r = run_qconv("convert", str(fifo), str(tmp_path / "o.onnx"), "--format", "qop")  # no writer: open must not block
+    assert r.returncode == 3
+    assert "not a regular file (a FIFO); qconv reads models from regular files" in r.stderr

@@ -92,11 +92,14 @@ class MappedChunks : public google::protobuf::io::ZeroCopyInputStream {
 /// Open the model file for reading: a regular, non-empty file protobuf can hold. Throws
 /// Error(BadInput) naming the file.
 void openInput(const std::string& path, OpenFile& f, size_t* size) {
-  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO would block open() until some writer came; it is refused below instead
+  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f.fd < 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot open: {}", path, sysError()));
   struct stat st {};
   if (fstat(f.fd, &st) != 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot stat: {}", path, sysError()));
-  if (!S_ISREG(st.st_mode)) throw Error(ExitCode::BadInput, fmt::format("{}: not a regular file", path));
+  if (!S_ISREG(st.st_mode))
+    throw Error(ExitCode::BadInput, fmt::format("{}: not a regular file ({}); qconv reads models from regular files",
+                                                path, fileKind(st.st_mode)));
   if (st.st_size == 0) throw Error(ExitCode::BadInput, fmt::format("{}: empty file, not an ONNX model", path));
   if (st.st_size > INT_MAX)
     throw Error(ExitCode::BadInput,

@@ -3,7 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <spdlog/logger.h>
-#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
 #include <sys/stat.h>
 
 #include <future>
@@ -49,7 +50,25 @@ std::string summary(const PassContext& ctx) {
   throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", output_why));
 }
 
+/// The output path must name a file: a usage error (exit 2) when it names a folder or nothing;
+/// exit 5, untouched, when it is something else than a regular file (a device, a FIFO, a socket,
+/// or a symbolic link to one): qconv replaces only regular files.
+void checkOutputPath(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty() || base == "." || base == "..")
+    throw Error(ExitCode::Usage, fmt::format("'{}': the output path names a folder or nothing; give a file name", path));
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return;  // a new file
+  if (S_ISDIR(st.st_mode))
+    throw Error(ExitCode::Usage, fmt::format("{}: the output path is a folder; give a file name", path));
+  if (!S_ISREG(st.st_mode))
+    throw Error(ExitCode::Output, fmt::format("{}: the output is {}, not a regular file; qconv replaces only regular "
+                                              "files, and leaves it as it is", path, fileKind(st.st_mode)));
+}
+
 void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err, spdlog::logger& log) {
+  checkOutputPath(options.output);
   if (sameFile(options.input, options.output))
     throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
                                              options.output));
