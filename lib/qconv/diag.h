@@ -21,6 +21,7 @@ enum class ExitCode : int {
   BadInput = 3,     // cannot read the input, or it is not a valid ONNX model
   Unsupported = 4,  // valid model, but a construct qconv cannot convert exactly
   Output = 5,       // cannot write the output
+  OutOfMemory = 6,  // the conversion needs more memory than the process may have
   Internal = 70,    // a bug in qconv
 };
 

@@ -5,6 +5,7 @@ import os
 import stat
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -114,3 +115,63 @@ def test_a_fifo_as_input_is_refused_without_waiting(tmp_path):
     r = run_qconv("convert", str(fifo), str(tmp_path / "o.onnx"), "--format", "qop")  # no writer: open must not block
     assert r.returncode == 3
     assert "not a regular file (a FIFO); qconv reads models from regular files" in r.stderr
+
+
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ, reason="AddressSanitizer reserves terabytes of address space")
+def test_memory_exhaustion_is_its_own_exit_code(tmp_path):
+    """Under an address-space limit the conversion runs out of memory: exit 6 with a message
+    (docs/cli.md), never 70 (a bug), and nothing written. The model: 40 MB of weights."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (2560, 4096)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.float32(0.01), "s"),
+             numpy_helper.from_array(np.int8(0), "z")]
+    g = helper.make_graph([helper.make_node("DequantizeLinear", ["w", "s", "z"], ["y"], name="dq")], "g", [],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2560, 4096])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    src, dst = str(tmp_path / "big.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    import resource
+    import subprocess
+    from conftest import qconv_bin
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (40 << 20, 40 << 20))
+
+    r = subprocess.run([qconv_bin(), "convert", src, dst, "--format", "qop"], capture_output=True, text=True,
+                       preexec_fn=limit)
+    assert r.returncode == 6, r.stderr
+    assert "out of memory: the conversion needs more memory than this process may have" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["big.onnx"]
+
+
+# ---- bounded cost (issue 16, deliverable 5) ----
+
+@pytest.mark.skipif("ASAN_OPTIONS" in os.environ, reason="AddressSanitizer reserves terabytes of address space")
+def test_folding_never_builds_a_tensor_much_larger_than_its_inputs(tmp_path):
+    """A 128 KB model whose Mul of constants broadcasts [16384, 1] x [1, 16384] (1 GiB of floats):
+    fold-producers leaves it (said with -v) instead of computing it, so the conversion runs in
+    200 MB of address space."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.normal(0, 1, (16384, 1)).astype(np.float32), "a"),
+             numpy_helper.from_array(rng.normal(0, 1, (1, 16384)).astype(np.float32), "b")]
+    nodes = [helper.make_node("Mul", ["a", "b"], ["ab"], name="outer"),
+             helper.make_node("Add", ["x", "ab"], ["y"], name="add")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16384, 16384])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16384, 16384])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    src, dst = str(tmp_path / "bomb.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    import resource
+    import subprocess
+    from conftest import qconv_bin
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))
+
+    r = subprocess.run([qconv_bin(), "convert", src, dst, "--format", "qdq", "-v"], capture_output=True, text=True,
+                       preexec_fn=limit)
+    assert r.returncode == 0, r.stderr
+    assert "outer: not folded: the result (268435456 values) would be larger than its inputs (65536 bytes at most)" in r.stderr
+    assert [n.op_type for n in onnx.load(dst).graph.node] == ["Mul", "Add"]

@@ -16,7 +16,9 @@
 //   4. the evaluator computes it exactly (const_eval.h): float32 IEEE ops, integer results
 //      that fit their type, in-range casts, no NaN quantized;
 //   5. the result takes no more bytes than the largest input (folding never grows the model,
-//      so Cast(int8 -> float) of weights stays for lower-primitive-qdq to read as a dequantizer).
+//      so Cast(int8 -> float) of weights stays for lower-primitive-qdq to read as a dequantizer);
+//      checked on the broadcast shape before anything is computed, so that a [16384, 1] x
+//      [1, 16384] Mul of a small model costs nothing (the node stays, logged with -v).
 // A chain folds in one forward sweep, since nodes come in topological order.
 #include <algorithm>
 
@@ -97,6 +99,26 @@ std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::
   return std::nullopt;
 }
 
+/// The element count of the inputs broadcast together (numpy rules), or nullopt when they do not
+/// broadcast or the count passes 2^62.
+std::optional<uint64_t> broadcastCount(const std::vector<eval::Tensor>& in) {
+  size_t rank = 0;
+  for (const auto& t : in) rank = std::max(rank, t.dims.size());
+  uint64_t count = 1;
+  for (size_t k = 0; k < rank; ++k) {
+    int64_t d = 1;
+    for (const auto& t : in) {
+      if (t.dims.size() + k < rank) continue;
+      const int64_t e = t.dims[t.dims.size() - rank + k];
+      if (e != 1 && d != 1 && e != d) return std::nullopt;
+      if (e != 1) d = e;
+    }
+    if (d < 0 || (d > 0 && count > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) return std::nullopt;
+    count *= static_cast<uint64_t>(d);
+  }
+  return count;
+}
+
 bool isFoldable(const ir::Node& n) {
   static const char* const kOps[] = {"Constant", "Identity", "Cast", "Round", "Mul",
                                      "Div",      "Add",      "Sub",  "Clip",  "QuantizeLinear"};
@@ -137,6 +159,14 @@ struct Fold {
       if (!t) return Match<Group>::none();
       largest = std::max(largest, t->byteSize());
       inputs.push_back(std::move(*t));
+    }
+    if (n.opType() != "Constant") {  // (5), before computing: a broadcast can be far larger than its inputs
+      const auto count = broadcastCount(inputs);
+      const size_t width = inputs.empty() ? 4 : std::max<size_t>(1, inputs[0].byteSize() / std::max<size_t>(1, inputs[0].size()));
+      if (!count || *count > std::max<size_t>(largest, 8) / width)
+        return Match<Group>::refuse(fmt::format("the result ({} values) would be larger than its inputs ({} bytes at most)",
+                                                count ? std::to_string(*count) : std::string("too many"), largest),
+                                    Report::Detail);
     }
     auto result = evaluate(n, inputs, &why);  // (4)
     if (!result) return why.empty() ? Match<Group>::none() : Match<Group>::refuse(why, Report::Detail);

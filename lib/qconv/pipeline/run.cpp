@@ -165,8 +165,9 @@ int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
     log.error("{}", e.what());
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
-    log.error("{}: out of memory", options.input);
-    return static_cast<int>(ExitCode::Internal);
+    log.error("{}: out of memory: the conversion needs more memory than this process may have (ulimit -v, a "
+              "cgroup's limit); nothing was written", options.input);
+    return static_cast<int>(ExitCode::OutOfMemory);
   } catch (const std::exception& e) {
     log.error("internal error: {}", e.what());
     return static_cast<int>(ExitCode::Internal);
