@@ -160,7 +160,8 @@ struct Fold {
       largest = std::max(largest, t->byteSize());
       inputs.push_back(std::move(*t));
     }
-    if (n.opType() != "Constant") {  // (5), before computing: a broadcast can be far larger than its inputs
+    const bool broadcasts = n.is("Mul") || n.is("Div") || n.is("Add") || n.is("Sub");  // the others keep input 0's shape
+    if (broadcasts) {  // (5), before computing: a broadcast can be far larger than its inputs
       const auto count = broadcastCount(inputs);
       const size_t width = inputs.empty() ? 4 : std::max<size_t>(1, inputs[0].byteSize() / std::max<size_t>(1, inputs[0].size()));
       if (!count || *count > std::max<size_t>(largest, 8) / width)
