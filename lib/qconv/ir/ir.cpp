@@ -100,8 +100,9 @@ Node* Graph::appendNode(onnx::NodeProto proto, const std::vector<Value*>& inputs
   n->ordinal_ = next_ordinal_++;
   n->position_ = nodes_.insert(nodes_.end(), std::move(node));
   n->inputs_ = inputs;
+  n->use_pos_.assign(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i]) inputs[i]->uses_.push_back({n, static_cast<int>(i)});
+    if (inputs[i]) addUse(inputs[i], n, static_cast<int>(i));
   n->implicit_inputs_ = implicit_inputs;
   for (Value* v : implicit_inputs) v->uses_.push_back({n, kImplicitUse});
   n->outputs_ = outputs;
@@ -139,6 +140,7 @@ Node* Graph::createNode(const std::string& op_type, const std::string& domain,
   QCONV_ASSERT(!before || !before->dead_, "createNode before a destroyed node");
   n->position_ = nodes_.insert(where, std::move(node));
   n->inputs_.assign(inputs.size(), nullptr);
+  n->use_pos_.assign(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) setInput(n, i, inputs[i]);
   for (size_t i = 0; i < num_outputs; ++i) {
     Value* v = newValue(op_type + "_out", 0);
@@ -149,21 +151,41 @@ Node* Graph::createNode(const std::string& op_type, const std::string& domain,
   return n;
 }
 
+void Graph::addUse(Value* v, Node* n, int slot) {
+  if (slot != kImplicitUse) n->use_pos_[static_cast<size_t>(slot)] = v->uses_.size();
+  v->uses_.push_back({n, slot});
+}
+
+// O(1) for an explicit use: its position is kept on the node, and the last use moves into its
+// place (so a value read by 100k nodes loses them in linear time; the order of uses() is not
+// the order they were added). An implicit use (a subgraph's) is searched for: they are few.
 void Graph::removeUse(Value* v, Node* n, int slot) {
-  auto it = std::find_if(v->uses_.begin(), v->uses_.end(),
-                         [&](const Use& u) { return u.node == n && u.index == slot; });
-  QCONV_ASSERT(it != v->uses_.end(), "use of '{}' by {} slot {} not recorded", v->name_, n->label(), slot);
-  v->uses_.erase(it);
+  size_t pos = v->uses_.size();
+  if (slot != kImplicitUse) {
+    pos = n->use_pos_[static_cast<size_t>(slot)];
+  } else {
+    for (size_t k = 0; k < v->uses_.size() && pos == v->uses_.size(); ++k)
+      if (v->uses_[k].node == n && v->uses_[k].index == kImplicitUse) pos = k;
+  }
+  QCONV_ASSERT(pos < v->uses_.size() && v->uses_[pos].node == n && v->uses_[pos].index == slot,
+               "use of '{}' by {} slot {} not recorded", v->name_, n->label(), slot);
+  const Use last = v->uses_.back();
+  v->uses_[pos] = last;
+  if (last.index != kImplicitUse) last.node->use_pos_[static_cast<size_t>(last.index)] = pos;
+  v->uses_.pop_back();
 }
 
 void Graph::setInput(Node* n, size_t slot, Value* v) {
   QCONV_ASSERT(!n->dead_, "setInput on a destroyed node");
-  if (slot >= n->inputs_.size()) n->inputs_.resize(slot + 1, nullptr);
+  if (slot >= n->inputs_.size()) {
+    n->inputs_.resize(slot + 1, nullptr);
+    n->use_pos_.resize(slot + 1, 0);
+  }
   if (Value* old = n->inputs_[slot]) removeUse(old, n, static_cast<int>(slot));
   n->inputs_[slot] = v;
   if (v) {
     QCONV_ASSERT(!v->dropped_, "using a pruned value '{}'", v->name_);
-    v->uses_.push_back({n, static_cast<int>(slot)});
+    addUse(v, n, static_cast<int>(slot));
   }
 }
 

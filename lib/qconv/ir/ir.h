@@ -116,6 +116,7 @@ class Node {
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   std::vector<Value*> implicit_inputs_;
+  std::vector<size_t> use_pos_;  // per input slot: where its Use is in that value's uses_ (O(1) removal)
   std::list<std::unique_ptr<Node>>::iterator position_;
   size_t ordinal_ = 0;  // position at creation, for labels of unnamed nodes
   bool dead_ = false;
@@ -197,6 +198,7 @@ class Graph {
   bool isDropped(const Value* v) const { return v->dropped_; }
 
  private:
+  void addUse(Value* v, Node* n, int slot);
   void removeUse(Value* v, Node* n, int slot);
   void erase(Node* n);
 
