@@ -175,3 +175,38 @@ def test_folding_never_builds_a_tensor_much_larger_than_its_inputs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "outer: not folded: the result (268435456 values) would be larger than its inputs (65536 bytes at most)" in r.stderr
     assert [n.op_type for n in onnx.load(dst).graph.node] == ["Mul", "Add"]
+
+
+# ---- validation sees the values the passes will see (issue 16, deliverable 7) ----
+
+def scale_model(scale_tensor: onnx.TensorProto | None, constant_node: bool) -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(np.uint8(0), "z")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], name="dq")]
+    if constant_node:
+        nodes.insert(0, helper.make_node("Constant", [], ["s"], name="scale_const", value=scale_tensor))
+    else:
+        inits.append(scale_tensor)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT if scale_tensor.data_type == 1 else
+                                                         scale_tensor.data_type, [2])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("value", [0.0, float("nan")])
+@pytest.mark.parametrize("where", ["constant_node", "float16", "bfloat16"])
+def test_a_zero_or_nan_scale_is_bad_input_wherever_it_comes_from(value, where, tmp_path):
+    if where == "constant_node":
+        t, const = numpy_helper.from_array(np.float32(value), "s"), True
+    elif where == "float16":
+        t, const = numpy_helper.from_array(np.float16(value), "s"), False
+    else:
+        t = helper.make_tensor("s", TensorProto.BFLOAT16, [], [value])
+        const = False
+    src = str(tmp_path / "in.onnx")
+    onnx.save(scale_model(t, const), src)
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qop")
+    assert r.returncode == 3, r.stderr
+    assert "node 'dq' (DequantizeLinear): scale " in r.stderr and "is not positive and finite" in r.stderr
+    assert not (tmp_path / "out.onnx").exists()

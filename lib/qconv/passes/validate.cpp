@@ -3,11 +3,15 @@
 // A model that fails them is bad input (exit 3) or beyond qconv (exit 4), named by file and
 // node; nothing changes in the graph. Per node:
 //   1. a default-domain op exists at the model's opset (and the opset is one qconv knows);
-//   2. a standard or com.microsoft Q/DQ with constant parameters has positive finite scales,
+//   2. a standard or com.microsoft Q/DQ with constant parameters has positive finite scales
+//      (float, float16 or bfloat16 initializers, or a Constant node's float value: what the passes
+//      will see after fold-constants),
 //      a zero point of a quantized type with as many values as the scale (0 for int32), and a
 //      per-axis scale of rank 1 whose length and axis fit the input's shape where it is known.
 // The ONNX checker runs on the output; on the input only when the output fails it (run.cpp).
 #include <fmt/format.h>
+
+#include <functional>
 
 #include <cmath>
 
@@ -34,22 +38,50 @@ int64_t knownDim(const ir::Value* v, int64_t axis) {
   return shape.dim(static_cast<int>(axis)).dim_value();
 }
 
-void checkQuantParams(const ir::Node& n, const std::string& where) {
-  auto bad = [&](ExitCode code, const std::string& what) { return Error(code, fmt::format("{}: {}", where, what)); };
-  const ir::Value* scale = n.inputs().size() > 1 ? n.input(1) : nullptr;
-  const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
-  if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
+/// The float values a Constant node gives (value tensor of type float, value_float(s)); else nullopt.
+std::optional<std::vector<float>> constantNodeFloats(const ir::Node& c) {
   std::string why;
-  auto s = ir::readFloats(*scale, &why);
-  if (!s) {
-    if (scale->initializer()->data_type() == onnx::TensorProto::FLOAT) throw bad(ExitCode::BadInput, "scale: " + why);
-    return;  // float16 / bfloat16 scales: not read here
+  for (const auto& a : c.proto().attribute()) {
+    if (a.name() == "value" && a.has_t() && a.t().data_type() == onnx::TensorProto::FLOAT &&
+        a.t().data_location() != onnx::TensorProto::EXTERNAL)
+      return ir::readFloats(a.t(), &why);
+    if (a.name() == "value_float") return std::vector<float>{a.f()};
+    if (a.name() == "value_floats") return std::vector<float>(a.floats().begin(), a.floats().end());
   }
-  for (float f : *s) {
+  return std::nullopt;
+}
+
+void checkScaleValues(const std::vector<float>& s, const std::function<Error(ExitCode, const std::string&)>& bad) {
+  for (float f : s) {
     if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
     if (f < 0.0f)
       throw bad(ExitCode::Unsupported, fmt::format("scale {} is not positive and finite (qconv requires positive scales)", f));
   }
+}
+
+void checkQuantParams(const ir::Node& n, const std::string& where) {
+  auto bad = [&](ExitCode code, const std::string& what) { return Error(code, fmt::format("{}: {}", where, what)); };
+  const ir::Value* scale = n.inputs().size() > 1 ? n.input(1) : nullptr;
+  const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
+  if (scale && !scale->isConstant() && scale->producer() && scale->producer()->is("Constant")) {
+    // a Constant node's scale: the value the passes will see once fold-constants has run
+    if (auto s = constantNodeFloats(*scale->producer())) checkScaleValues(*s, bad);
+    return;
+  }
+  if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
+  std::string why;
+  auto s = ir::readFloats(*scale, &why);
+  if (!s) {
+    const int32_t type = scale->initializer()->data_type();
+    if (type == onnx::TensorProto::FLOAT) throw bad(ExitCode::BadInput, "scale: " + why);
+    if (type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16) {
+      auto h = ir::readHalfAsFloats(*scale, &why);  // widened exactly: a zero or NaN stays one
+      if (!h) throw bad(ExitCode::BadInput, "scale: " + why);
+      checkScaleValues(*h, bad);
+    }
+    return;
+  }
+  checkScaleValues(*s, bad);
   const auto sdims = ir::dimsOf(*scale->initializer());
   if (n.attrInt("block_size", 0) != 0) return;  // blocked quantization: shapes follow other rules
   if (zp && zp->isConstant()) {
