@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +12,9 @@
 #include "qconv/pipeline/run.h"
 
 int main(int argc, char** argv) {
+  // Past a file size limit (ulimit -f) a write then fails with EFBIG, which is exit 5 with a
+  // message and nothing left behind, instead of the process being killed by SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"qconv: convert quantized ONNX models to standard QDQ or QOp ONNX, exactly"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qconv 0.1.0");

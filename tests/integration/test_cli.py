@@ -225,7 +225,10 @@ def test_fsync_flushes_the_files_before_renaming_them_and_the_folder_after(tmp_p
     renames = [i for i, line in enumerate(trace) if line.startswith("rename(")]
     syncs = [i for i, line in enumerate(trace) if line.startswith("fsync(")]
     assert len(renames) == 2 and len(syncs) == 3, trace
-    assert [os.path.basename(p).split(".qconv-")[0] for p in synced[:2]] == [".out.onnx.data", ".out.onnx"]
+    if any("O_TMPFILE" in line for line in trace):  # anonymous temporaries, opened on the output's folder
+        assert synced[:2] == [str(out_dir), str(out_dir)]
+    else:
+        assert [os.path.basename(p).split(".qconv-")[0] for p in synced[:2]] == [".out.onnx.data", ".out.onnx"]
     assert synced[2] == str(out_dir)
     assert syncs[1] < renames[0] and renames[1] < syncs[2]  # files flushed before the renames, folder after
     with open(out, "rb") as f:

@@ -18,16 +18,29 @@
 namespace qconv::io {
 
 /// A file made by mkstemp (O_EXCL: never a followed link) that is removed unless committed.
+// The temporary is anonymous where the file system can (O_TMPFILE): it has no name until
+// commit() links it in and renames it over the target, so a run killed at any instant before
+// (SIGKILL included) leaves nothing behind. Elsewhere it is a hidden named file, removed by the
+// destructor on any error and by nobody if the process is killed.
 class TempFile {
  public:
-  TempFile(const std::string& dir, const std::string& base, const std::string& target) : target_(target) {
-    path_ = dir + "/." + base + ".qconv-XXXXXX";
-    fd_ = mkstemp(path_.data());
+  TempFile(const std::string& dir, const std::string& base, const std::string& target)
+      : dir_(dir), base_(base), target_(target) {
+    fd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    anonymous_ = fd_ >= 0 && canLink();
+    if (fd_ >= 0 && !anonymous_) {
+      close(fd_);
+      fd_ = -1;
+    }
+    if (!anonymous_) {
+      path_ = dir + "/." + base + ".qconv-XXXXXX";
+      fd_ = mkstemp(path_.data());
+    }
     if (fd_ < 0) throw Error(ExitCode::Output, fmt::format("{}: cannot create a file in '{}': {}", target, dir, sysError()));
   }
   ~TempFile() {
     if (fd_ >= 0) close(fd_);
-    if (!committed_) unlink(path_.c_str());
+    if (!committed_ && !path_.empty()) unlink(path_.c_str());
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
@@ -42,6 +55,7 @@ class TempFile {
     umask(mask);
     if (fchmod(fd_, 0666 & ~mask) != 0) fail(fmt::format("cannot set permissions: {}", sysError()));
     if (durable && fsync(fd_) != 0) fail(fmt::format("cannot sync: {}", sysError()));
+    if (anonymous_) return;  // kept open: commit() links it by its descriptor
     const int fd = fd_;
     fd_ = -1;
     if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
@@ -56,14 +70,39 @@ class TempFile {
   }
   /// rename(2) replaces a directory entry (a symlink there is replaced, not followed).
   void commit() {
+    if (anonymous_) linkIn();
     if (rename(path_.c_str(), target_.c_str()) != 0)
       fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
     committed_ = true;
   }
 
  private:
-  std::string path_, target_;
+  /// An anonymous file is linked by /proc/self/fd (no privilege needed), or by AT_EMPTY_PATH
+  /// (needs CAP_DAC_READ_SEARCH): one of them must be there, else the named fallback is used.
+  static bool canLink() { return access("/proc/self/fd", X_OK) == 0 || geteuid() == 0; }
+
+  /// Give the anonymous file a hidden name beside the target (a fresh one if taken), then close it.
+  void linkIn() {
+    const std::string proc = fmt::format("/proc/self/fd/{}", fd_);
+    for (unsigned attempt = 0;; ++attempt) {
+      path_ = fmt::format("{}/.{}.qconv-{}-{}", dir_, base_, getpid(), attempt);
+      int r = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW);
+      if (r != 0 && errno == ENOENT) r = linkat(fd_, "", AT_FDCWD, path_.c_str(), AT_EMPTY_PATH);
+      if (r == 0) break;
+      if (errno != EEXIST || attempt > 100) {
+        const std::string why = sysError();
+        path_.clear();
+        fail(fmt::format("cannot link the temporary file into '{}': {}", dir_, why));
+      }
+    }
+    const int fd = fd_;
+    fd_ = -1;
+    if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
+  }
+
+  std::string dir_, base_, path_, target_;
   int fd_ = -1;
+  bool anonymous_ = false;
   bool committed_ = false;
 };
 
