@@ -210,3 +210,31 @@ def test_a_zero_or_nan_scale_is_bad_input_wherever_it_comes_from(value, where, t
     assert r.returncode == 3, r.stderr
     assert "node 'dq' (DequantizeLinear): scale " in r.stderr and "is not positive and finite" in r.stderr
     assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.parametrize("elem,name,version", [(TensorProto.INT2, "int2", 25), (TensorProto.UINT2, "uint2", 25),
+                                               (TensorProto.FLOAT4E2M1, "float4e2m1", 23)])
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_opset_redeclaration_judges_element_types_too(elem, name, version, op, tmp_path):
+    """Q/DQ on int2, uint2 or float4e2m1 need opset 25 / 23: declaring 21 is refused (exit 4),
+    naming the type. These types are newer than the ONNX 1.12 protobuf classes qconv links."""
+    s = numpy_helper.from_array(np.float32(0.5), "s")
+    if op == "QuantizeLinear":
+        node = helper.make_node(op, ["x", "s"], ["y"], name="n", output_dtype=elem)
+        ins, outs, inits = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [
+            helper.make_tensor_value_info("y", elem, [4])], [s]
+        role = "y"
+    else:
+        node = helper.make_node(op, ["x", "s", "z"], ["y"], name="n")
+        x = helper.make_tensor("x", elem, [4], [1, 0, 1, 0])
+        ins, outs, inits = [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [x, s, helper.make_tensor("z", elem, [], [0])]
+        role = "x"
+    m = helper.make_model(helper.make_graph([node], "g", ins, outs, inits), opset_imports=[helper.make_opsetid("", 25)])
+    m.ir_version = 13
+    src = str(tmp_path / "in.onnx")
+    onnx.save(m, src)
+    assert run_qconv("convert", src, str(tmp_path / "same.onnx"), "--format", "qdq").returncode == 0
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qdq", "--opset", "21")
+    assert r.returncode == 4, r.stderr
+    assert f"{op} version {version} is in the way: '{role}' is {name}, accepted on one side only" in r.stderr
+    assert not (tmp_path / "out.onnx").exists()

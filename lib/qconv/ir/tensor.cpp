@@ -371,6 +371,20 @@ const char* typeName(int32_t dt) {
     case TensorProto::UINT64: return "uint64";
     case TensorProto::BFLOAT16: return "bfloat16";
     case 0: return "unknown type";
+    default: break;
+  }
+  // newer than the protobuf classes of ONNX 1.12 (onnx.proto's numbers; schema spellings)
+  switch (dt) {
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case 21: return "uint4";
+    case 22: return "int4";
+    case 23: return "float4e2m1";
+    case 24: return "float8e8m0";
+    case 25: return "uint2";
+    case 26: return "int2";
     default: return "other type";
   }
 }

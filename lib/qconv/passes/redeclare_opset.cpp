@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
 #include "qconv/passes/driver.h"
 
 namespace qconv {
@@ -46,7 +47,11 @@ std::vector<std::string> split(const char* list) {
 
 /// "float", "int8", "float8e4m3fn"...: the schema spelling; empty when unknown.
 std::string typeSpelling(int32_t elem_type) {
-  if (!elem_type || !onnx::TensorProto_DataType_IsValid(elem_type)) return "";
+  if (!elem_type) return "";
+  if (!onnx::TensorProto_DataType_IsValid(elem_type)) {  // newer than ONNX 1.12's enum: int4, float4e2m1, int2...
+    const std::string name = ir::typeName(elem_type);
+    return name == "other type" ? "" : name;
+  }
   std::string s = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type));
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;

@@ -28,6 +28,7 @@ namespace {
 // (numbers: these types came after the ONNX 1.12 enum Debian has)
 bool isFloat8(int32_t t) { return t >= 17 && t <= 20; }
 bool isInt4(int32_t t) { return t == 21 || t == 22; }
+bool isNewerQuantType(int32_t t) { return t == 23 || t == 25 || t == 26; }  // float4e2m1 (23), uint2, int2 (25)
 
 /// Dimension `axis` of `v` when its shape says it, else -1.
 int64_t knownDim(const ir::Value* v, int64_t axis) {
@@ -86,7 +87,7 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
   if (n.attrInt("block_size", 0) != 0) return;  // blocked quantization: shapes follow other rules
   if (zp && zp->isConstant()) {
     const int32_t zt = zp->initializer()->data_type();
-    if (!ir::isIntegerType(zt) && !isFloat8(zt) && !isInt4(zt))
+    if (!ir::isIntegerType(zt) && !isFloat8(zt) && !isInt4(zt) && !isNewerQuantType(zt))
       throw bad(ExitCode::BadInput, fmt::format("zero point of type {} is not a quantized type", ir::typeName(zt)));
     const auto zn = ir::numElements(*zp->initializer()), sn = ir::numElements(*scale->initializer());
     if (zn != sn)  // (onnxruntime's quantizer writes shapes [] and [1] together: counts must agree)
