@@ -238,3 +238,14 @@ def test_opset_redeclaration_judges_element_types_too(elem, name, version, op, t
     assert r.returncode == 4, r.stderr
     assert f"{op} version {version} is in the way: '{role}' is {name}, accepted on one side only" in r.stderr
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_the_output_data_file_never_replaces_the_input(tmp_path):
+    """Input m.onnx.data converted to m.onnx: the output's data file would be the input."""
+    src = tmp_path / "m.onnx.data"
+    onnx.save(dequantize_model("dq", 0.5), str(src))
+    before = src.read_bytes()
+    r = run_qconv("convert", str(src), str(tmp_path / "m.onnx"), "--format", "qop")
+    assert r.returncode == 2
+    assert "the output's data file would be" in r.stderr and "qconv never modifies its input" in r.stderr
+    assert src.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["m.onnx.data"]

@@ -72,6 +72,9 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   if (sameFile(options.input, options.output))
     throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
                                              options.output));
+  if (sameFile(options.input, options.output + ".data"))
+    throw Error(ExitCode::Usage, fmt::format("{}: the output's data file would be {}.data, the input file; qconv never "
+                                             "modifies its input", options.output, options.output));
   if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
     throw Error(ExitCode::Usage, "--activation-type int8 with --weight-type uint8: no onnxruntime kernel takes int8 "
                                  "activations with uint8 weights");
