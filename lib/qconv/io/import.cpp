@@ -59,12 +59,31 @@ std::string nodeLabel(const NodeProto& n, int index) {
   return n.name().empty() ? fmt::format("{} #{}", n.op_type(), index) : n.name();
 }
 
-/// Tensors inside a node's attributes (Constant values, subgraph initializers) stored as
-/// external data: checked like initializers, then read into raw_data (they are small, and a
-/// subgraph keeps its protos as they are).
+/// The most bytes of external data qconv reads into an attribute's tensor (a subgraph's or a
+/// function's Constant): beyond, the model is refused rather than held in memory.
+constexpr uint64_t kMaxInlinedBytes = uint64_t{64} << 20;
+
+/// Tensors inside a node's attributes (Constant values, subgraph initializers, in the graph, its
+/// subgraphs and the model's functions) stored as external data: checked like initializers, then
+/// read into raw_data, up to kMaxInlinedBytes each (a subgraph or function keeps its protos as
+/// they are). Sparse tensors with external data are refused (exit 4), as sparse initializers are.
 void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std::string& where) {
   auto inlineOne = [&](onnx::TensorProto& t) {
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) files.inlineBytes(t, where);
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    const auto count = ir::numElements(t);
+    const uint64_t width = ir::byteWidth(t.data_type());
+    if (count && width && static_cast<uint64_t>(*count) > kMaxInlinedBytes / width)
+      throw Error(ExitCode::Unsupported,
+                  fmt::format("{}: a tensor of {} bytes of external data inside an attribute: qconv reads those into "
+                              "the model, up to {} MiB each (a main-graph Constant's stays in its file)",
+                              where, static_cast<uint64_t>(*count) * width, kMaxInlinedBytes >> 20));
+    files.inlineBytes(t, where);
+  };
+  auto refuseSparse = [&](const onnx::SparseTensorProto& s) {
+    if (s.values().data_location() == onnx::TensorProto::EXTERNAL ||
+        s.indices().data_location() == onnx::TensorProto::EXTERNAL)
+      throw Error(ExitCode::Unsupported, fmt::format("{}: a sparse tensor stored as external data, which qconv does "
+                                                     "not read", where));
   };
   std::function<void(onnx::GraphProto&)> graph = [&](onnx::GraphProto& g) {
     for (auto& t : *g.mutable_initializer()) inlineOne(t);
@@ -73,9 +92,29 @@ void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std:
   for (auto& a : *n.mutable_attribute()) {
     if (a.has_t()) inlineOne(*a.mutable_t());
     for (auto& t : *a.mutable_tensors()) inlineOne(t);
+    if (a.has_sparse_tensor()) refuseSparse(a.sparse_tensor());
+    for (const auto& s : a.sparse_tensors()) refuseSparse(s);
     if (a.has_g()) graph(*a.mutable_g());
     for (auto& g : *a.mutable_graphs()) graph(g);
   }
+}
+
+/// A main-graph Constant whose value is external data becomes a file-backed initializer of its
+/// output's name, under the rules and bounds of any initializer (nothing is read); null when `n`
+/// is not one.
+ir::Value* externalConstant(NodeProto& n, ir::Graph& graph, const std::unordered_map<std::string, ir::Value*>& byName,
+                            ExternalFiles& files, const std::string& label) {
+  if (n.op_type() != "Constant" || !(n.domain().empty() || n.domain() == "ai.onnx") || n.output_size() != 1 ||
+      n.output(0).empty() || byName.count(n.output(0)) || n.attribute_size() != 1)
+    return nullptr;
+  AttributeProto& a = *n.mutable_attribute(0);
+  if (a.name() != "value" || !a.has_t() || a.t().data_location() != onnx::TensorProto::EXTERNAL) return nullptr;
+  auto t = std::make_unique<onnx::TensorProto>(std::move(*a.mutable_t()));
+  t->set_name(n.output(0));
+  const ir::FileBytes bytes = files.resolve(*t, fmt::format("node '{}' (Constant)", label));
+  ir::Value* v = graph.addValue(n.output(0));
+  graph.setInitializer(v, std::move(t), bytes);
+  return v;
 }
 
 /// Take every element out of `field`, owned at once: an exception part-way leaks nothing.
@@ -148,9 +187,18 @@ ir::Model importModel(InputModel input, const std::string& path) {
   for (const auto& n : owned)
     for (const auto& o : n->output()) producedAnywhere.insert(o);
 
+  for (auto& f : *model.shell.mutable_functions())
+    for (auto& fn : *f.mutable_node())
+      inlineAttributeTensors(fn, *files, fmt::format("function '{}' node '{}' ({})", f.name(), fn.name(), fn.op_type()));
+
   int index = 0;
   for (auto& n : owned) {
     const std::string label = nodeLabel(*n, index++);
+    if (ir::Value* v = externalConstant(*n, graph, byName, *files, label)) {  // read as an initializer is
+      byName.emplace(v->name(), v);
+      n.reset();
+      continue;
+    }
     inlineAttributeTensors(*n, *files, fmt::format("node '{}' ({})", label, n->op_type()));
     auto resolve = [&](const std::string& name, const char* what) -> ir::Value* {
       auto it = byName.find(name);
