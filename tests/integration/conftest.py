@@ -33,6 +33,17 @@ def run_qconv(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([qconv_bin(), *args], capture_output=True, text=True, timeout=300)
 
 
+def run_qconv_limited(address_space: int, *args: str) -> subprocess.CompletedProcess:
+    """qconv with its address space limited to `address_space` bytes (RLIMIT_AS): what a memory
+    bound in a test means. Not under AddressSanitizer, which reserves terabytes."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return subprocess.run([qconv_bin(), *args], capture_output=True, text=True, preexec_fn=limit)
+
+
 def run_traced(trace: str, calls: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """qconv under strace, following threads, the system calls `calls` logged to `trace`.
     LeakSanitizer cannot run under ptrace, so it is off here (the sanitized suite's leak checks

@@ -3,15 +3,13 @@ Constant's external value becomes a file-backed initializer under the initialize
 bounds (nothing read into memory); tensors in attributes of subgraphs and model-local functions
 are checked like initializers and read in, up to 64 MiB each; sparse ones are refused (exit 4)."""
 import os
-import resource
-import subprocess
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import qconv_bin, run_qconv, session
+from conftest import run_qconv, run_qconv_limited, session
 
 
 def external(name: str, location: str, values: np.ndarray | None, count: int) -> onnx.TensorProto:
@@ -60,12 +58,7 @@ def test_a_huge_external_constant_is_not_read_into_memory(tmp_path):
     src, dst = tmp_path / "in.onnx", tmp_path / "out" / "out.onnx"
     dst.parent.mkdir()
     onnx.save(constant_model("huge.bin", count), str(src))
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (300 << 20, 300 << 20))
-
-    r = subprocess.run([qconv_bin(), "convert", str(src), str(dst), "--format", "qdq", "--no-saturation-check"],
-                       capture_output=True, text=True, preexec_fn=limit)
+    r = run_qconv_limited(300 << 20, "convert", str(src), str(dst), "--format", "qdq", "--no-saturation-check")
     assert r.returncode == 0, r.stderr
     assert os.path.getsize(str(dst) + ".data") >= 4 * count
 

@@ -9,7 +9,7 @@ import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import run_qconv
+from conftest import run_qconv, run_qconv_limited
 
 
 def dequantize_model(name: str, scale: float = 0.0) -> onnx.ModelProto:
@@ -131,15 +131,7 @@ def test_memory_exhaustion_is_its_own_exit_code(tmp_path):
     m.ir_version = 7
     src, dst = str(tmp_path / "big.onnx"), str(tmp_path / "out.onnx")
     onnx.save(m, src)
-    import resource
-    import subprocess
-    from conftest import qconv_bin
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (40 << 20, 40 << 20))
-
-    r = subprocess.run([qconv_bin(), "convert", src, dst, "--format", "qop"], capture_output=True, text=True,
-                       preexec_fn=limit)
+    r = run_qconv_limited(40 << 20, "convert", src, dst, "--format", "qop")
     assert r.returncode == 6, r.stderr
     assert "out of memory: the conversion needs more memory than this process may have" in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["big.onnx"]
@@ -163,15 +155,7 @@ def test_folding_never_builds_a_tensor_much_larger_than_its_inputs(tmp_path):
     m.ir_version = 7
     src, dst = str(tmp_path / "bomb.onnx"), str(tmp_path / "out.onnx")
     onnx.save(m, src)
-    import resource
-    import subprocess
-    from conftest import qconv_bin
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_AS, (200 << 20, 200 << 20))
-
-    r = subprocess.run([qconv_bin(), "convert", src, dst, "--format", "qdq", "-v"], capture_output=True, text=True,
-                       preexec_fn=limit)
+    r = run_qconv_limited(200 << 20, "convert", src, dst, "--format", "qdq", "-v")
     assert r.returncode == 0, r.stderr
     assert "outer: not folded: the result (268435456 values) would be larger than its inputs (65536 bytes at most)" in r.stderr
     assert [n.op_type for n in onnx.load(dst).graph.node] == ["Mul", "Add"]
