@@ -233,3 +233,24 @@ def test_the_output_data_file_never_replaces_the_input(tmp_path):
     assert r.returncode == 2
     assert "the output's data file would be" in r.stderr and "qconv never modifies its input" in r.stderr
     assert src.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["m.onnx.data"]
+
+
+@pytest.mark.parametrize("fmt", ["qop", "qdq"])
+def test_no_standard_qdq_is_written_below_opset_10(fmt, tmp_path):
+    """Found by the fuzzer: a com.microsoft DequantizeLinear in an opset-5 model was lowered to the
+    standard op, which opset 5 does not have. Below opset 10 it stays, said why."""
+    inits = [numpy_helper.from_array(np.float32(0.5), "s"), numpy_helper.from_array(np.uint8(3), "z")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["f"], domain="com.microsoft", name="ms_dq"),
+             helper.make_node("Relu", ["f"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 5), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 7
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", fmt, "-v")
+    assert r.returncode == 0, r.stderr
+    assert "ms_dq: stays com.microsoft: the standard DequantizeLinear needs opset 10, the model has 5" in r.stderr
+    out = onnx.load(dst)
+    assert [(n.domain, n.op_type) for n in out.graph.node] == [("com.microsoft", "DequantizeLinear"), ("", "Relu")]
+    onnx.checker.check_model(out)

@@ -28,7 +28,8 @@
 //      int8/uint8 zero point, directly or through a Relu that has no other reader (dropped when
 //      a Clip on the integers after the Q starts at the zero point or above: Q(Relu(v)) is
 //      max(Q(v), zp), which that Clip computes already);
-//   5. the chained scales s_acc and s_y are normal floats.
+//   5. the chained scales s_acc and s_y are normal floats;
+//   6. the model's opset is 10 or more (QuantizeLinear's first).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -90,6 +91,7 @@ struct Lift {
 
 struct LiftFloatForm {
   using Group = Lift;
+  int64_t opset;
   bool list;     // --format qdq: each lift is an approximation, listed
   bool allowed;  // --format qop, or --approximate
   std::map<const ir::Value*, Chained> chained;        // integer tensors a lifted conv produced
@@ -99,6 +101,8 @@ struct LiftFloatForm {
   std::string declined(const ir::Node&) const { return "not lifted from the float Aidge form"; }
 
   Match<Group> select(ir::Node& n) {
+    if (opset < 10)  // (6)
+      return Match<Group>::refuse(fmt::format("QuantizeLinear needs opset 10, the model has {}", opset));
     if (!allowed)
       return Match<Group>::refuse("--format qdq promises the same bits, and this form's quantizers x * M become "
                                   "x / s only with --approximate");
@@ -234,7 +238,7 @@ void castsToDequantize(ir::Graph& graph, const std::map<const ir::Value*, Chaine
 
 void liftFloatForm(ir::Model& model, PassContext& ctx) {
   const bool qdq = !ctx.options().one_step;
-  LiftFloatForm rule{qdq, !qdq || ctx.options().approximate, {}, {}};
+  LiftFloatForm rule{ir::defaultOpset(model), qdq, !qdq || ctx.options().approximate, {}, {}};
   applyRule(model.graph, ctx, rule);
   castsToDequantize(model.graph, rule.chained);
 }

@@ -14,6 +14,7 @@
 //                   the same kernels (quark/onnx/tools/convert_custom_ops.py maps one to the other).
 // Same formula, same inputs; only the axis rule differs from the standard op's default of 1, so
 // the standard node always gets an explicit axis when per axis. A node is lowered when:
+//   0. the model's default opset is 10 or more (the standard ops' first version);
 //   1. its quantized type (the zero point's, else the DQ input's, else uint8 for a Q) is int8 or
 //      uint8; or int16/uint16 in a model whose default opset is >= 21 (where the standard op
 //      takes them); or int32 into a DequantizeLinear whose zero point is absent or 0 (a bias);
@@ -72,6 +73,11 @@ bool isPerTensor(const ir::Node& n) {
 }
 
 bool lowerable(const ir::Node& n, const ContribQdq& d, bool quantize, int64_t opset, std::string* why) {
+  if (opset < 10) {  // (0) the first standard QuantizeLinear / DequantizeLinear
+    *why = fmt::format("the standard {} needs opset 10, the model has {}", quantize ? "QuantizeLinear" : "DequantizeLinear",
+                       opset);
+    return false;
+  }
   const int32_t t = quantizedType(n, quantize);
   const bool wide = t == onnx::TensorProto::INT16 || t == onnx::TensorProto::UINT16;
   if (t == onnx::TensorProto::INT32 && !quantize) {  // (1) a bias

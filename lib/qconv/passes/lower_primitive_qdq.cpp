@@ -19,7 +19,8 @@
 //      zp, lo, hi are integers with lo <= hi inside T's range, and zp inside it;
 //   2. T is int8 or uint8 (what Q/DQ take at every opset);
 //   3. every intermediate value has exactly one reader and is not a graph output;
-//   4. a narrower [lo, hi] needs opset >= 12 (Clip on integers).
+//   4. a narrower [lo, hi] needs opset >= 12 (Clip on integers);
+//   5. the model's opset is 10 or more (the first standard Q/DQ): below, nothing is looked at.
 // Why it is exact: Round is ties-to-even like QuantizeLinear; r + zp and the clip act on
 // integers; Cast of an in-range integer is exact; x * 2^k and x / 2^-k are the same correctly
 // rounded number; (float(q) - zp) * s is DequantizeLinear's float(q - zp) * s.
@@ -223,6 +224,7 @@ struct LowerPrimitiveQdq {
   Match<Group> select(ir::Node& n) {
     std::string why;
     Group g{&n, std::nullopt, std::nullopt};
+    if (opset < 10) return Match<Group>::none();  // no standard QuantizeLinear / DequantizeLinear before opset 10
     if (n.is("Mul")) g.dequantize = matchDequantize(n, &why);
     else g.quantize = matchQuantize(n, opset, approximate || one_step, &why);
     if (g.quantize || g.dequantize) return g;
