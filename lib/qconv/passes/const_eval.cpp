@@ -41,9 +41,6 @@ std::unique_ptr<TensorProto> toProto(const Tensor& t) {
   return t.isFloat() ? ir::makeFloatTensor(t.dims, t.f) : ir::makeIntTensor(t.type, t.dims, t.i);
 }
 
-namespace {
-
-/// numpy broadcasting of two shapes; nullopt when they do not broadcast.
 std::optional<std::vector<int64_t>> broadcastDims(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   const size_t r = std::max(a.size(), b.size());
   std::vector<int64_t> out(r);
@@ -55,6 +52,8 @@ std::optional<std::vector<int64_t>> broadcastDims(const std::vector<int64_t>& a,
   }
   return out;
 }
+
+namespace {
 
 /// For each output element, the flat index into an operand of `dims` broadcast to `out`.
 std::vector<size_t> broadcastIndex(const std::vector<int64_t>& dims, const std::vector<int64_t>& out, size_t total) {

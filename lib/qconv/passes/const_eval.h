@@ -30,6 +30,9 @@ std::optional<Tensor> fromProto(const onnx::TensorProto& t, std::string* why);
 std::optional<Tensor> fromValue(const ir::Value& v, std::string* why);
 std::unique_ptr<onnx::TensorProto> toProto(const Tensor& t);
 
+/// numpy broadcasting of two shapes; nullopt when they do not broadcast.
+std::optional<std::vector<int64_t>> broadcastDims(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+
 /// Mul, Div, Add, Sub with numpy broadcasting.
 std::optional<Tensor> binary(const std::string& op, const Tensor& a, const Tensor& b, std::string* why);
 /// Clip to optional [lo, hi] scalars of the input's type.

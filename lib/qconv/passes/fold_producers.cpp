@@ -99,20 +99,13 @@ std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::
   return std::nullopt;
 }
 
-/// The element count of the inputs broadcast together (numpy rules), or nullopt when they do not
-/// broadcast or the count passes 2^62.
+/// The element count of a binary op's two inputs broadcast together (the evaluator's rule), or
+/// nullopt when they do not broadcast or the count passes 2^62.
 std::optional<uint64_t> broadcastCount(const std::vector<eval::Tensor>& in) {
-  size_t rank = 0;
-  for (const auto& t : in) rank = std::max(rank, t.dims.size());
+  const auto dims = in.size() == 2 ? eval::broadcastDims(in[0].dims, in[1].dims) : std::nullopt;
+  if (!dims) return std::nullopt;
   uint64_t count = 1;
-  for (size_t k = 0; k < rank; ++k) {
-    int64_t d = 1;
-    for (const auto& t : in) {
-      if (t.dims.size() + k < rank) continue;
-      const int64_t e = t.dims[t.dims.size() - rank + k];
-      if (e != 1 && d != 1 && e != d) return std::nullopt;
-      if (e != 1) d = e;
-    }
+  for (int64_t d : *dims) {
     if (d < 0 || (d > 0 && count > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) return std::nullopt;
     count *= static_cast<uint64_t>(d);
   }
