@@ -37,6 +37,37 @@ std::optional<Tensor> fromProto(const TensorProto& t, std::string* why) { return
 
 std::optional<Tensor> fromValue(const ir::Value& v, std::string* why) { return load(*v.initializer(), v, why); }
 
+std::optional<Tensor> constantNodeValue(const ir::Node& n, std::string* why) {
+  Tensor t;
+  for (const auto& a : n.proto().attribute()) {
+    if (a.name() == "value" && a.has_t()) return fromProto(a.t(), why);
+    if (a.name() == "value_float") {
+      t.type = TensorProto::FLOAT;
+      t.f = {a.f()};
+      return t;
+    }
+    if (a.name() == "value_floats") {
+      t.type = TensorProto::FLOAT;
+      t.f.assign(a.floats().begin(), a.floats().end());
+      t.dims = {static_cast<int64_t>(t.f.size())};
+      return t;
+    }
+    if (a.name() == "value_int") {
+      t.type = TensorProto::INT64;
+      t.i = {a.i()};
+      return t;
+    }
+    if (a.name() == "value_ints") {
+      t.type = TensorProto::INT64;
+      t.i.assign(a.ints().begin(), a.ints().end());
+      t.dims = {static_cast<int64_t>(t.i.size())};
+      return t;
+    }
+  }
+  *why = "Constant holds a sparse, string or missing value";
+  return std::nullopt;
+}
+
 std::unique_ptr<TensorProto> toProto(const Tensor& t) {
   return t.isFloat() ? ir::makeFloatTensor(t.dims, t.f) : ir::makeIntTensor(t.type, t.dims, t.i);
 }

@@ -29,6 +29,9 @@ struct Tensor {
 std::optional<Tensor> fromProto(const onnx::TensorProto& t, std::string* why);
 std::optional<Tensor> fromValue(const ir::Value& v, std::string* why);
 std::unique_ptr<onnx::TensorProto> toProto(const Tensor& t);
+/// The tensor a Constant node holds (value, value_float(s), value_int(s)), or nullopt with *why
+/// (sparse, string or missing value).
+std::optional<Tensor> constantNodeValue(const ir::Node& n, std::string* why);
 
 /// numpy broadcasting of two shapes; nullopt when they do not broadcast.
 std::optional<std::vector<int64_t>> broadcastDims(const std::vector<int64_t>& a, const std::vector<int64_t>& b);

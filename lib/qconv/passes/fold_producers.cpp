@@ -36,41 +36,9 @@ namespace {
 using onnx::AttributeProto;
 using onnx::TensorProto;
 
-/// The tensor a Constant node holds, or nullopt (sparse, string or missing value).
-std::optional<eval::Tensor> constantValue(const ir::Node& n, std::string* why) {
-  eval::Tensor t;
-  for (const auto& a : n.proto().attribute()) {
-    if (a.name() == "value" && a.has_t()) return eval::fromProto(a.t(), why);
-    if (a.name() == "value_float") {
-      t.type = TensorProto::FLOAT;
-      t.f = {a.f()};
-      return t;
-    }
-    if (a.name() == "value_floats") {
-      t.type = TensorProto::FLOAT;
-      t.f.assign(a.floats().begin(), a.floats().end());
-      t.dims = {static_cast<int64_t>(t.f.size())};
-      return t;
-    }
-    if (a.name() == "value_int") {
-      t.type = TensorProto::INT64;
-      t.i = {a.i()};
-      return t;
-    }
-    if (a.name() == "value_ints") {
-      t.type = TensorProto::INT64;
-      t.i.assign(a.ints().begin(), a.ints().end());
-      t.dims = {static_cast<int64_t>(t.i.size())};
-      return t;
-    }
-  }
-  *why = "Constant holds a sparse, string or missing value";
-  return std::nullopt;
-}
-
 std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::Tensor>& in, std::string* why) {
   const std::string& op = n.opType();
-  if (op == "Constant") return constantValue(n, why);
+  if (op == "Constant") return eval::constantNodeValue(n, why);
   if (op == "Identity" && in.size() == 1) return in[0];
   if (op == "Round" && in.size() == 1) return eval::round(in[0], why);
   if (op == "Cast" && in.size() == 1)

@@ -17,6 +17,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/const_eval.h"
 #include "qconv/passes/driver.h"
 #include "qconv/passes/opset_history.h"
 #include "qconv/quant.h"
@@ -39,19 +40,6 @@ int64_t knownDim(const ir::Value* v, int64_t axis) {
   return shape.dim(static_cast<int>(axis)).dim_value();
 }
 
-/// The float values a Constant node gives (value tensor of type float, value_float(s)); else nullopt.
-std::optional<std::vector<float>> constantNodeFloats(const ir::Node& c) {
-  std::string why;
-  for (const auto& a : c.proto().attribute()) {
-    if (a.name() == "value" && a.has_t() && a.t().data_type() == onnx::TensorProto::FLOAT &&
-        a.t().data_location() != onnx::TensorProto::EXTERNAL)
-      return ir::readFloats(a.t(), &why);
-    if (a.name() == "value_float") return std::vector<float>{a.f()};
-    if (a.name() == "value_floats") return std::vector<float>(a.floats().begin(), a.floats().end());
-  }
-  return std::nullopt;
-}
-
 void checkScaleValues(const std::vector<float>& s, const std::function<Error(ExitCode, const std::string&)>& bad) {
   for (float f : s) {
     if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
@@ -66,7 +54,8 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
   const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
   if (scale && !scale->isConstant() && scale->producer() && scale->producer()->is("Constant")) {
     // a Constant node's scale: the value the passes will see once fold-constants has run
-    if (auto s = constantNodeFloats(*scale->producer())) checkScaleValues(*s, bad);
+    std::string why;
+    if (auto t = eval::constantNodeValue(*scale->producer(), &why); t && t->isFloat()) checkScaleValues(t->f, bad);
     return;
   }
   if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
