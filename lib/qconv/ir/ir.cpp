@@ -23,6 +23,11 @@ int64_t Node::attrInt(const std::string& name, int64_t fallback) const {
   return a ? a->i() : fallback;
 }
 
+float Node::attrFloat(const std::string& name, float fallback) const {
+  const auto* a = attribute(name);
+  return a ? a->f() : fallback;
+}
+
 std::string Node::label() const {
   if (!proto_.name().empty()) return proto_.name();
   return fmt::format("{} #{}", proto_.op_type(), ordinal_);

@@ -103,6 +103,7 @@ class Node {
 
   const onnx::AttributeProto* attribute(const std::string& name) const;
   int64_t attrInt(const std::string& name, int64_t fallback) const;
+  float attrFloat(const std::string& name, float fallback) const;
 
   /// A readable label for messages: the node name, else "<op_type> #<position>".
   std::string label() const;

@@ -77,8 +77,8 @@ Match<GemmGroup> selectGemm(ir::Node& gemm, int64_t opset) {
   }
   if (g.a.params.elem_type == onnx::TensorProto::INT8 && g.b.params.elem_type != onnx::TensorProto::INT8)
     return M::refuse("A is int8 but B is uint8 (QLinearConv kernels take int8 x only with int8 weights)");
-  if (const auto* at = gemm.attribute("alpha")) g.alpha = at->f();
-  if (const auto* at = gemm.attribute("beta")) g.beta = at->f();
+  g.alpha = gemm.attrFloat("alpha", 1.0f);
+  g.beta = gemm.attrFloat("beta", 1.0f);
   if (!std::isfinite(g.alpha) || g.alpha == 0.0f || !std::isfinite(g.beta) || g.beta == 0.0f)  // (4)
     return M::refuse("alpha or beta is 0 or not finite");
   if (ir::Value* c = gemm.input(2)) {  // (3)

@@ -21,11 +21,6 @@ namespace qconv {
 
 namespace {
 
-float attrFloat(const ir::Node& n, const char* name, float fallback) {
-  const auto* a = n.attribute(name);
-  return a ? a->f() : fallback;
-}
-
 /// C's values as the Gemm adds them, before beta: the float constant, or its DequantizeLinear.
 std::optional<std::vector<float>> realValues(ir::Value* c, const ir::Node* dq, std::string* why) {
   const ir::Value* raw = dq ? dq->input(0) : c;
@@ -60,7 +55,7 @@ bool planQGemmBias(ContribGroup& g, std::string* why) {
   if (g.operands.size() < 3 || !g.operands[2].value) return true;
   ContribOperand& c = g.operands[2];
   const ir::Node& gemm = *g.node;
-  const float alpha = attrFloat(gemm, "alpha", 1.0f), beta = attrFloat(gemm, "beta", 1.0f);
+  const float alpha = gemm.attrFloat("alpha", 1.0f), beta = gemm.attrFloat("beta", 1.0f);
   if (!std::isfinite(alpha) || alpha == 0.0f || !std::isfinite(beta)) {
     *why = "alpha is 0 or not finite, or beta is not finite";
     return false;

@@ -100,7 +100,7 @@ bool planBias(const ir::Node& n, const QOperand& op, int64_t opset, OperandPlan&
     *why = fmt::format("the scale of {} (the product of the input's and the weight's) needs both constant and positive", op.name);
     return false;
   }
-  const float alpha = n.attribute("alpha") ? n.attribute("alpha")->f() : 1.0f;  // QGemm: C at alpha * a_s * b_s
+  const float alpha = n.attrFloat("alpha", 1.0f);  // QGemm: C at alpha * a_s * b_s
   for (float s : *b) p.bias_scale.push_back(alpha * (*a)[0] * s);
   for (float s : p.bias_scale)
     if (!(std::isfinite(s) && s > 0)) {
