@@ -94,3 +94,38 @@ def test_half_scales_are_fused_as_float(op, scale_type, tmp_path):
         for x in xs:
             want = reference.run(dst, x)[0].astype(np.float64)
             assert np.max(np.abs(session(dst).run(None, {"x": x})[0].astype(np.float64) - want)) <= 0.1 * 1.01
+
+
+def test_half_scales_in_a_contrib_group_are_written_as_float(tmp_path):
+    """--contrib: a QDQ Add with float16 scales becomes QLinearAdd with float scales (onnxruntime's
+    contrib kernels take float only), the same values widened; within one step of the QDQ form."""
+    def scale(name, v):
+        return helper.make_tensor(name, TensorProto.FLOAT16, [], np.float16(v).tobytes(), raw=True)
+
+    inits = [scale("a_s", 0.05), scale("b_s", 0.02), scale("y_s", 0.1),
+             numpy_helper.from_array(np.uint8(128), "z"), numpy_helper.from_array(np.uint8(120), "y_z")]
+    nodes = [helper.make_node("DequantizeLinear", ["a", "a_s", "z"], ["af"], name="dq_a"),
+             helper.make_node("DequantizeLinear", ["b", "b_s", "z"], ["bf"], name="dq_b"),
+             helper.make_node("Add", ["af", "bf"], ["yf"], name="add"),
+             helper.make_node("QuantizeLinear", ["yf", "y_s", "y_z"], ["y"], name="q_y")]
+    g = helper.make_graph(nodes, "half_add", [helper.make_tensor_value_info(n, TensorProto.UINT8, [2, 8]) for n in "ab"],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 8])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    src, dst = str(tmp_path / "qdq.onnx"), str(tmp_path / "qop.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qop", "--contrib", "-v")
+    assert r.returncode == 0, r.stderr
+    out = onnx.load(dst)
+    add = next(n for n in out.graph.node if n.op_type == "QLinearAdd")
+    inits_out = {t.name: t for t in out.graph.initializer}
+    for k, v in ((1, 0.05), (4, 0.02), (6, 0.1)):
+        t = inits_out[add.input[k]]
+        assert t.data_type == TensorProto.FLOAT and numpy_helper.to_array(t) == np.float32(np.float16(v))
+    rng = np.random.default_rng(8)
+    for _ in range(4):
+        feeds = {n: rng.integers(0, 256, (2, 8)).astype(np.uint8) for n in "ab"}
+        want = reference.run(src, feeds)[0].astype(np.int64)
+        got = reference.run(dst, feeds)[0].astype(np.int64)
+        assert np.max(np.abs(want - got)) <= 1
+        assert np.max(np.abs(session(dst).run(None, feeds)[0].astype(np.int64) - got)) <= 1

@@ -40,14 +40,6 @@ namespace qconv {
 
 namespace {
 
-/// A scale input as the contrib op takes it: the Q/DQ's own, or a float copy of a float16 one.
-ir::Value* floatScale(ir::Graph& graph, ir::Node& from, const ConstQuant& params) {
-  ir::Value* s = from.input(1);
-  if (params.scale_type == onnx::TensorProto::FLOAT) return s;
-  return graph.addInitializer(s->name() + "_float",
-                              ir::makeFloatTensor(ir::dimsOf(*s->initializer()), params.scale));
-}
-
 struct FuseContrib {
   using Group = ContribGroup;
   int64_t opset;
@@ -75,6 +67,7 @@ struct FuseContrib {
     ir::Node& n = *g.node;
     ir::Node* q = g.y.q;
     std::vector<ir::Value*> in;
+    std::vector<std::pair<size_t, const ConstQuant*>> scales;  // float16 ones become float (floatScales)
     auto put = [&](int slot, ir::Value* v) {
       if (slot < 0) return;
       if (in.size() <= static_cast<size_t>(slot)) in.resize(static_cast<size_t>(slot) + 1, nullptr);
@@ -83,11 +76,13 @@ struct FuseContrib {
     auto putQuantized = [&](int x, int s, int zp, const ContribOperand& op) {
       const DequantizedInput& d = *op.dq;
       put(x, d.quantized());
-      put(s, floatScale(graph, *d.dq, d.params));
+      put(s, d.dq->input(1));
+      scales.emplace_back(static_cast<size_t>(s), &d.params);
       put(zp, zeroPointOr(graph, d.dq->inputs().size() > 2 ? d.dq->input(2) : nullptr, d.params.elem_type,
                           op.name + "_zero_point"));
     };
-    put(f.y_scale, floatScale(graph, *q, g.y.params));
+    put(f.y_scale, q->input(1));
+    scales.emplace_back(static_cast<size_t>(f.y_scale), &g.y.params);
     put(f.y_zero_point,
         zeroPointOr(graph, q->inputs().size() > 2 ? q->input(2) : nullptr, g.y.params.elem_type, "y_zero_point"));
     for (size_t i = 0; i < g.operands.size(); ++i) {
@@ -105,6 +100,7 @@ struct FuseContrib {
       else put(row.x, op.value);
     }
     ir::Node* fused = graph.createNode(f.op_type, "com.microsoft", in, 1, q);
+    floatScales(graph, *fused, scales);
     for (const auto& a : g.attributes) *fused->mutableProto().add_attribute() = a;
     fused->mutableProto().set_name(n.name());
     if (!n.proto().doc_string().empty()) fused->mutableProto().set_doc_string(n.proto().doc_string());
