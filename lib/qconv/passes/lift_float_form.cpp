@@ -60,6 +60,12 @@ std::optional<std::vector<int64_t>> integers(const ir::Value* v, double lo, doub
 
 bool normal(float s) { return std::isnormal(s) && s > 0; }
 
+/// The quantized tensor a Cast(float) reads, seen through a Clip on the integers: the
+/// QuantizeLinear's output, as the chain records it.
+const ir::Value* throughClip(const ir::Value* v) {
+  return v->producer() && v->producer()->is("Clip") ? v->producer()->input(0) : v;
+}
+
 /// The QuantizeLinear `q`'s one reader is a Clip on its integers whose lower bound is at least
 /// the zero point: then a Relu before `q` changes nothing (Q is monotone and Q(0) = zp).
 bool clipsAtZeroPoint(const ir::Node& q) {
@@ -97,10 +103,15 @@ struct LiftFloatForm {
   std::map<const ir::Value*, Chained> chained;        // integer tensors a lifted conv produced
   std::map<const ir::Value*, ir::Value*> input_dq;    // graph input -> its DQ(Q(x, 1), 1)
 
-  bool root(const ir::Node& n) const { return n.is("Conv") && integers(n.input(1), -128, 127).has_value(); }  // (1)
+  bool root(const ir::Node& n) const {
+    const ir::Value* w = n.input(1);
+    return n.is("Conv") && w && w->isConstant() && w->initializer()->data_type() == onnx::TensorProto::FLOAT;
+  }
   std::string declined(const ir::Node&) const { return "not lifted from the float Aidge form"; }
 
   Match<Group> select(ir::Node& n) {
+    auto w = integers(n.input(1), -128, 127);  // (1), read once
+    if (!w) return Match<Group>::none();       // a float conv: not this form
     if (opset < 10)  // (6)
       return Match<Group>::refuse(fmt::format("QuantizeLinear needs opset 10, the model has {}", opset));
     if (!allowed)
@@ -108,7 +119,7 @@ struct LiftFloatForm {
                                   "x / s only with --approximate");
     Lift g;
     g.conv = &n;
-    g.w = *integers(n.input(1), -128, 127);
+    g.w = std::move(*w);
     if (ir::Value* b = n.inputs().size() > 2 ? n.input(2) : nullptr) {  // (2)
       auto bi = integers(b, -2147483648.0, 2147483647.0);
       if (!bi) return Match<Group>::refuse("its bias is not a constant float tensor of integers that fit int32");
@@ -120,8 +131,7 @@ struct LiftFloatForm {
       if (!cast || !cast->is("Cast") || cast->attrInt("to", 0) != onnx::TensorProto::FLOAT)
         return Match<Group>::refuse("its input is neither a float graph input nor Cast(to float) of quantized integers");
       ir::Value* src = cast->input(0);
-      const ir::Value* through = src->producer() && src->producer()->is("Clip") ? src->producer()->input(0) : src;
-      auto it = chained.find(through);
+      auto it = chained.find(throughClip(src));
       if (it == chained.end())
         return Match<Group>::refuse("its input's integers do not come from a lifted conv's QuantizeLinear");
       g.x_int = src;
@@ -142,16 +152,12 @@ struct LiftFloatForm {
     g.relu_redundant = g.relu && clipsAtZeroPoint(*next);
     // s_w = 1, unless s_y would leave [2^-64, 2^64] (a deep chain: every layer's 1/M multiplies
     // in): then the power of two that brings s_y into [0.5, 1), exact in DQ and bias alike
+    // (in double, where the product of two floats cannot overflow)
     g.w_scale = 1.0f;
-    if (const float y = g.x.scale * g.q_scale; std::isfinite(y) && (y > 0x1p64f || y < 0x1p-64f)) {
+    if (const double y = static_cast<double>(g.x.scale) * g.q_scale; y > 0x1p64 || y < 0x1p-64) {
       int e = 0;
       std::frexp(y, &e);
       g.w_scale = std::ldexp(1.0f, -e);
-    } else if (!std::isfinite(y)) {
-      int ex = 0, eq = 0;
-      std::frexp(g.x.scale, &ex);
-      std::frexp(g.q_scale, &eq);
-      g.w_scale = std::ldexp(1.0f, -(ex + eq));
     }
     g.acc_scale = g.x.scale * g.w_scale;
     g.y_scale = g.acc_scale * g.q_scale;
@@ -177,8 +183,8 @@ struct LiftFloatForm {
     if (!g.x_int) {
       if (!input_dq.count(x)) {
         ir::Value* zp = graph.addInitializer(x->name() + "_zero_point", ir::makeIntTensor(onnx::TensorProto::INT8, {}, {0}));
-        ir::Node* q = graph.createNode("QuantizeLinear", "", {x, graph.addInitializer(x->name() + "_scale", ir::makeFloatTensor({}, {1.0f})), zp}, 1, &conv);
-        q->output(0)->setElemType(onnx::TensorProto::INT8);
+        ir::Node* q = quantizeToRange(graph, &conv, x, graph.addInitializer(x->name() + "_scale", ir::makeFloatTensor({}, {1.0f})),
+                                      zp, onnx::TensorProto::INT8, std::nullopt, -128, 127);
         graph.setNameHint(q->output(0), x->name() + "_quantized");
         input_dq[x] = dq(graph, q->output(0), 1.0f, zp, &conv, x->name());
         ctx.report(Report::Warning, x->name(),
@@ -221,9 +227,7 @@ void castsToDequantize(ir::Graph& graph, const std::map<const ir::Value*, Chaine
   std::vector<ir::Node*> casts;
   for (const auto& n : graph.nodes()) {
     if (!n->is("Cast") || n->attrInt("to", 0) != onnx::TensorProto::FLOAT) continue;
-    const ir::Value* src = n->input(0);
-    const ir::Value* through = src->producer() && src->producer()->is("Clip") ? src->producer()->input(0) : src;
-    if (chained.count(through)) casts.push_back(n.get());
+    if (chained.count(throughClip(n->input(0)))) casts.push_back(n.get());
   }
   for (ir::Node* c : casts) {
     ir::Value* q = c->input(0);
