@@ -131,7 +131,6 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     for (const auto& t : pm.timings()) fmt::print(err, "qconv: time: {:<20} {:9.2f} ms\n", t.name, t.milliseconds);
 }
 
-
 /// stderr's sink: each message through printable() (diag.h) before it is formatted and written.
 class PrintableSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  public:
