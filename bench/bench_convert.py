@@ -192,7 +192,7 @@ def save_model(path: str, target_bytes: float, external: bool) -> int:
 def measure(rows: list[tuple[str, list[str], str]], runs: int, work: str, fresh: bool) -> dict[str, tuple[float, float]]:
     """Per tool: median wall seconds and max peak RSS (MiB) of a whole process writing its output.
     The tools take turns within each run, so that a drift of this shared machine hits them alike.
-    fresh: the output (and its .data) is removed before each run, untimed; else each run replaces
+    fresh: the output (and its data file) is removed before each run, untimed; else each run replaces
     the last one's. Dirty pages are synced before each run, untimed. Peak RSS comes from GNU time: a child forked straight from this (large)
     Python process would inherit its high-water mark in ru_maxrss."""
     times: dict[str, list[float]] = {name: [] for name, _, _ in rows}
@@ -215,9 +215,11 @@ def measure(rows: list[tuple[str, list[str], str]], runs: int, work: str, fresh:
 
 
 def remove(model: str) -> None:
-    for p in (model, model + ".data"):
-        if os.path.exists(p):
-            os.unlink(p)
+    """The model and its data files: OUT.data (the floor, onnxruntime) and OUT.<tag>.data (qconv)."""
+    folder, base = os.path.split(model)
+    for name in os.listdir(folder or "."):
+        if name == base or (name.startswith(base + ".") and name.endswith(".data")):
+            os.unlink(os.path.join(folder, name))
 
 
 ORT_FUSE = """

@@ -4,6 +4,7 @@ sessions, and the two judges of every number: the ONNX specification's reference
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -59,6 +60,22 @@ def save_external(model: onnx.ModelProto, folder, name="in.onnx", location="in.o
     onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=location,
               size_threshold=threshold)
     return path
+
+
+DATA_FILE = re.compile(r"(.+)\.[0-9a-f]{16}\.data")
+
+
+def data_file(model_path: str) -> str | None:
+    """The one data file `model_path` names (qconv writes OUT.<hash of its bytes>.data), or None."""
+    m = onnx.load(model_path, load_external_data=False)
+    locations = {e.value for t in m.graph.initializer for e in t.external_data if e.key == "location"}
+    if not locations:
+        return None
+    assert len(locations) == 1, locations
+    (location,) = locations
+    match = DATA_FILE.fullmatch(location)
+    assert match and match.group(1) == os.path.basename(model_path), location
+    return os.path.join(os.path.dirname(model_path), location)
 
 
 def session(path: str, level: str = "disable") -> ort.InferenceSession:

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import run_qconv, run_qconv_limited, session
+from conftest import data_file, run_qconv, run_qconv_limited, session
 
 
 def external(name: str, location: str, values: np.ndarray | None, count: int) -> onnx.TensorProto:
@@ -60,7 +60,7 @@ def test_a_huge_external_constant_is_not_read_into_memory(tmp_path):
     onnx.save(constant_model("huge.bin", count), str(src))
     r = run_qconv_limited(300 << 20, "convert", str(src), str(dst), "--format", "qdq", "--no-saturation-check")
     assert r.returncode == 0, r.stderr
-    assert os.path.getsize(str(dst) + ".data") >= 4 * count
+    assert os.path.getsize(data_file(str(dst))) >= 4 * count
 
 
 def function_model(location: str) -> onnx.ModelProto:

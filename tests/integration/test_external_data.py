@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import reference
-from conftest import EXAMPLE, op_counts, outputs, qconv_bin, run_qconv, save_external, session
+from conftest import EXAMPLE, data_file, op_counts, outputs, qconv_bin, run_qconv, save_external, session
 
 def digest(*paths: str) -> str:
     h = hashlib.sha256()
@@ -48,9 +48,10 @@ def test_external_data_in_external_data_out(fmt, tmp_path):
     assert r.returncode == 0, r.stderr
     assert digest(src, src + ".data") == before  # the input is never modified
     entries = external_entries(out)
-    assert entries and all(e["location"] == "model.onnx.data" for e in entries)
+    data = data_file(out)  # model.onnx.<16 hex digits: a hash of its bytes>.data
+    assert entries and all(e["location"] == os.path.basename(data) for e in entries)
     assert all(int(e["offset"]) % 4096 == 0 for e in entries)  # aligned for mmap
-    assert sorted(os.listdir(tmp_path / "out")) == ["model.onnx", "model.onnx.data"]  # no temporary left
+    assert sorted(os.listdir(tmp_path / "out")) == sorted(["model.onnx", os.path.basename(data)])  # no temporary left
     onnx.checker.check_model(out, full_check=True)
     # the same numbers as converting the inline model, and (qdq) as the input itself
     inline = str(tmp_path / "inline.onnx")
@@ -65,12 +66,13 @@ def test_external_data_in_external_data_out(fmt, tmp_path):
     # deterministic: the same files again, byte for byte
     again = str(tmp_path / "out" / "again.onnx")
     assert run_qconv("convert", src, again, "--format", fmt).returncode == 0
-    assert digest(again + ".data") == digest(out + ".data")
+    assert digest(data_file(again)) == digest(data)
+    assert data_file(again).endswith(data[len(out):])  # the same bytes, the same tag
     m1, m2 = onnx.load(out, load_external_data=False), onnx.load(again, load_external_data=False)
     for t in m2.graph.initializer:
         for e in t.external_data:
             if e.key == "location":
-                e.value = "model.onnx.data"
+                e.value = os.path.basename(data)
     assert m1.SerializeToString() == m2.SerializeToString()
 
 
@@ -79,7 +81,7 @@ def test_inline_data_writes_one_file(tmp_path):
     out = str(tmp_path / "out.onnx")
     r = run_qconv("convert", src, out, "--format", "qop", "--inline-data")
     assert r.returncode == 0, r.stderr
-    assert not os.path.exists(out + ".data") and not external_entries(out)
+    assert sorted(os.listdir(tmp_path)) == ["in.onnx", "in.onnx.data", "out.onnx"] and not external_entries(out)
     inline = str(tmp_path / "inline.onnx")
     assert run_qconv("convert", EXAMPLE, inline, "--format", "qop").returncode == 0
     xs = inputs_for(EXAMPLE)
@@ -87,15 +89,43 @@ def test_inline_data_writes_one_file(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
-def test_an_output_over_the_inputs_data_file_is_refused(tmp_path):
-    # in.onnx keeps its tensors in out.onnx.data: writing out.onnx would replace them
+def test_the_inputs_data_file_named_as_the_outputs_old_one_is_kept(tmp_path):
+    """in.onnx keeps its tensors in out.onnx.data, the name an older output's data file would
+    have had: the output's data file is a new name, and the input's is neither replaced nor
+    removed."""
     src = save_external(onnx.load(EXAMPLE), tmp_path, location="out.onnx.data")
     before = digest(src, str(tmp_path / "out.onnx.data"))
-    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qop")
-    assert r.returncode == 2, r.stderr
-    assert "out.onnx.data: this file holds the input's external data; qconv never modifies its input" in r.stderr
+    out = str(tmp_path / "out.onnx")
+    r = run_qconv("convert", src, out, "--format", "qop")
+    assert r.returncode == 0, r.stderr
     assert digest(src, str(tmp_path / "out.onnx.data")) == before
-    assert sorted(os.listdir(tmp_path)) == ["in.onnx", "out.onnx.data"]
+    assert sorted(os.listdir(tmp_path)) == sorted(["in.onnx", "out.onnx.data", "out.onnx",
+                                                    os.path.basename(data_file(out))])
+    session(out)
+
+
+def test_an_output_whose_data_file_is_the_inputs_is_refused(tmp_path):
+    """The input reads its tensors from out.onnx.<tag>.data, the very file (same bytes, same
+    name) the output's data would be: replacing it would modify the input. Exit 2, nothing
+    written."""
+    src = save_external(onnx.load(EXAMPLE), tmp_path)
+    first = str(tmp_path / "first" / "out.onnx")
+    os.mkdir(tmp_path / "first")
+    assert run_qconv("convert", src, first, "--format", "qop").returncode == 0
+    # a copy of that output in the folder where it will be written again
+    folder = tmp_path / "again"
+    folder.mkdir()
+    data = os.path.basename(data_file(first))
+    for name in ("out.onnx", data):
+        with open(tmp_path / "first" / name, "rb") as f, open(folder / ("in.onnx" if name == "out.onnx" else name), "wb") as g:
+            g.write(f.read())
+    before = digest(str(folder / "in.onnx"), str(folder / data))
+    r = run_qconv("convert", str(folder / "in.onnx"), str(folder / "out.onnx"), "--format", "qop")
+    assert r.returncode == 2, r.stderr
+    assert f"{folder}/{data}: this file is the input or holds its external data; qconv never modifies its input" \
+        in r.stderr
+    assert digest(str(folder / "in.onnx"), str(folder / data)) == before
+    assert sorted(os.listdir(folder)) == sorted(["in.onnx", data])
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,7 +190,7 @@ def qop_reference(x: np.ndarray, qop_path: str, emulate_u8s8: bool = False) -> l
     """The reference's QuantizeLinear -> QLinearMatMul -> DequantizeLinear of each branch of the
     converted model, its weights read in row blocks from the output's data file."""
     m = onnx.load(qop_path, load_external_data=False)
-    data = np.memmap(qop_path + ".data", dtype=np.int8, mode="r")
+    data = np.memmap(data_file(qop_path), dtype=np.int8, mode="r")
     where = {t.name: {e.key: e.value for e in t.external_data} for t in m.graph.initializer}
     xq = np.clip(np.rint(x / SX) + ZX, 0, 255).astype(np.uint8)
     out = []
@@ -199,7 +229,7 @@ def test_a_model_over_2gb_converts_and_runs(big, tmp_path):
     # tensor bytes are copied range by range, never held: far below the 2.4 GB of weights
     assert peak_mib < 256, peak_mib
     assert op_counts(out) == {"QuantizeLinear": 1, "QLinearMatMul": BRANCHES, "DequantizeLinear": BRANCHES}
-    assert os.path.getsize(out + ".data") >= size
+    assert os.path.getsize(data_file(out)) >= size
     x = np.random.default_rng(7).uniform(-1, 1, (1, K)).astype(np.float32)
     # the judge: each QLinearMatMul of qconv's output under the reference (its weights read from
     # the output's data file), against the QDQ formula of the input: within one step
@@ -211,7 +241,7 @@ def test_a_model_over_2gb_converts_and_runs(big, tmp_path):
     if max(np.abs(g - e).max() for g, e in zip(got, exact)) > SY * 1.001:
         emulated = qop_reference(x, out, emulate_u8s8=True)
         assert max(np.abs(g - e).max() for g, e in zip(got, emulated)) <= SY * 1.001
-    os.remove(out + ".data")
+    os.remove(data_file(out))
 
 
 def test_a_model_over_2gb_cannot_be_inlined(big, tmp_path):

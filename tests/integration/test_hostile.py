@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import EXAMPLE, ROOT, run_qconv, run_traced, save_external
+from conftest import EXAMPLE, ROOT, data_file, run_qconv, run_traced, save_external
 
 CORPUS = os.path.join(ROOT, "tests", "hostile", "corpus")
 MANIFEST = json.load(open(os.path.join(CORPUS, "manifest.json")))
@@ -174,16 +174,23 @@ def test_external_data_escape_is_refused_without_reading_outside(kind, tmp_path)
 
 def test_writing_never_follows_a_symlink_at_the_output(tmp_path):
     """An output path that is a symlink to a file elsewhere: the link is replaced, its target
-    is not written; the data file beside the output is made the same way."""
+    is not written; the data file beside the output (a symlink at its name too) is made the same
+    way, and a symlink named as an old data file of the output is neither followed nor removed."""
     target = tmp_path / "elsewhere.onnx"
     target.write_bytes(b"keep me")
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    os.symlink(target, out_dir / "out.onnx")
-    os.symlink(target, out_dir / "out.onnx.data")
     src = save_external(onnx.load(EXAMPLE), tmp_path)
-    r = run_qconv("convert", src, str(out_dir / "out.onnx"), "--format", "qop")
+    out = str(out_dir / "out.onnx")
+    assert run_qconv("convert", src, out, "--format", "qop").returncode == 0
+    data = os.path.basename(data_file(out))  # the name the same conversion writes again
+    for name in os.listdir(out_dir):
+        os.remove(out_dir / name)
+    for name in ("out.onnx", data, "out.onnx.00000000000000ff.data"):
+        os.symlink(target, out_dir / name)
+    r = run_qconv("convert", src, out, "--format", "qop")
     assert r.returncode == 0, r.stderr
     assert target.read_bytes() == b"keep me"
-    assert not os.path.islink(out_dir / "out.onnx") and not os.path.islink(out_dir / "out.onnx.data")
-    assert sorted(os.listdir(out_dir)) == ["out.onnx", "out.onnx.data"]
+    assert not os.path.islink(out_dir / "out.onnx") and not os.path.islink(out_dir / data)
+    assert os.path.islink(out_dir / "out.onnx.00000000000000ff.data")
+    assert sorted(os.listdir(out_dir)) == sorted(["out.onnx", data, "out.onnx.00000000000000ff.data"])

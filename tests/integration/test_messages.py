@@ -9,7 +9,7 @@ import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import run_qconv, run_qconv_limited
+from conftest import EXAMPLE, data_file, run_qconv, run_qconv_limited, save_external, session
 
 
 def dequantize_model(name: str, scale: float = 0.0) -> onnx.ModelProto:
@@ -224,15 +224,19 @@ def test_opset_redeclaration_judges_element_types_too(elem, name, version, op, t
     assert not (tmp_path / "out.onnx").exists()
 
 
-def test_the_output_data_file_never_replaces_the_input(tmp_path):
-    """Input m.onnx.data converted to m.onnx: the output's data file would be the input."""
-    src = tmp_path / "m.onnx.data"
-    onnx.save(dequantize_model("dq", 0.5), str(src))
-    before = src.read_bytes()
-    r = run_qconv("convert", str(src), str(tmp_path / "m.onnx"), "--format", "qop")
-    assert r.returncode == 2
-    assert "the output's data file would be" in r.stderr and "qconv never modifies its input" in r.stderr
-    assert src.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["m.onnx.data"]
+@pytest.mark.parametrize("name", ["m.onnx.data", "m.onnx.0123456789abcdef.data"])
+def test_the_output_data_file_never_replaces_or_removes_the_input(tmp_path, name):
+    """An input model named m.onnx.data (the name an output's data file once had), or named as
+    a data file of m.onnx's, converted to m.onnx: the output's data file has a name of its own,
+    and the input is neither replaced nor removed as a stale data file."""
+    src = save_external(onnx.load(EXAMPLE), tmp_path, name=name, location="w.bin")
+    before = {p: (tmp_path / p).read_bytes() for p in (name, "w.bin")}
+    out = str(tmp_path / "m.onnx")
+    r = run_qconv("convert", src, out, "--format", "qop")
+    assert r.returncode == 0, r.stderr
+    assert {p: (tmp_path / p).read_bytes() for p in (name, "w.bin")} == before
+    assert sorted(os.listdir(tmp_path)) == sorted([name, "w.bin", "m.onnx", os.path.basename(data_file(out))])
+    session(out)
 
 
 @pytest.mark.parametrize("fmt", ["qop", "qdq"])

@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -67,11 +68,11 @@ std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed = 
 void loadCheckerSchemas();
 
 struct WriteOptions {
-  /// Write tensors of at least kExternalThreshold bytes to `<output file name>.data` beside the
-  /// output (offsets aligned to kExternalAlignment); otherwise every tensor goes into the model
-  /// (refused when that passes protobuf's 2 GB limit).
+  /// Write tensors of at least kExternalThreshold bytes to a data file beside the output
+  /// (dataFileName; offsets aligned to kExternalAlignment); otherwise every tensor goes into the
+  /// model (refused when that passes protobuf's 2 GB limit).
   bool external_data = false;
-  /// (device, inode) of files that must not be replaced: the input's data files.
+  /// (device, inode) of files that must not be replaced or removed: the input and its data files.
   std::vector<std::pair<uint64_t, uint64_t>> protected_files;
   /// Flush the files to disk before renaming them into place, and the folder after: the result
   /// then survives a power loss too. Without it the write is still atomic for every reader and
@@ -83,23 +84,39 @@ struct WriteOptions {
 
 class TempFile;
 
-/// An output written to temporary files beside its path and not yet in place: commit() renames
-/// them (the data file first, so the model never names a file not yet there); dropped
-/// uncommitted, they are removed. Move-only.
+/// The name of OUT's data file: `<OUT's file name>.<16 hex digits>.data`, the digits a hash of
+/// the file's bytes (io/content_hash.h). A new content is a new file, never an old one
+/// rewritten: the model names its own data, and the same bytes give the same name (the output
+/// stays deterministic).
+std::string dataFileName(const std::string& base, uint64_t hash);
+/// Whether `name` is one of dataFileName(base, ...).
+bool isDataFileName(const std::string& base, const std::string& name);
+
+/// An output written to temporary files beside its path and not yet in place. commit() puts it
+/// there as a pair: under an exclusive lock on the folder (flock, shared by every qconv writing
+/// there) it renames the data file in (its content-named file: the old model's data is not
+/// touched), then the model over OUT, then removes the data files of OUT that the new model
+/// does not name (what earlier outputs left; never a protected file). At every instant OUT and
+/// the data it names are a pair, old or new; a failed model rename removes the data file it
+/// brought in. Dropped uncommitted, the temporaries are removed. Move-only.
 class PendingWrite {
  public:
   PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir, std::string path,
-               bool durable);
+               const WriteOptions& options);
   PendingWrite(PendingWrite&&) noexcept;
   PendingWrite& operator=(PendingWrite&&) = delete;
   ~PendingWrite();
   /// Throws Error(Output) naming the file.
   void commit();
+  /// For tests of a failed commit: the data file goes in, then `between` runs (and may throw),
+  /// then the model.
+  void commit(const std::function<void()>& between);
 
  private:
   std::unique_ptr<TempFile> model_, data_;
   std::string dir_, path_;
   bool durable_;
+  std::vector<std::pair<uint64_t, uint64_t>> protected_;
 };
 
 /// Serialize to temporary files beside `path` (the model, and its data file when tensors go

@@ -1,4 +1,5 @@
-// The write stage: temporary files beside the output, renamed into place.
+// The write stage: the model and its data file as temporaries beside the output (committed as
+// a pair by output_pair.cpp).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,97 +15,10 @@
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/splice.h"
+#include "qconv/io/temp_file.h"
+#include "qconv/io/content_hash.h"
 
 namespace qconv::io {
-
-/// A file made by mkstemp (O_EXCL: never a followed link) that is removed unless committed.
-// The temporary is anonymous where the file system can (O_TMPFILE): it has no name until
-// commit() links it in and renames it over the target, so a run killed at any instant before
-// (SIGKILL included) leaves nothing behind. Elsewhere it is a hidden named file, removed by the
-// destructor on any error and by nobody if the process is killed.
-class TempFile {
- public:
-  TempFile(const std::string& dir, const std::string& base, const std::string& target)
-      : dir_(dir), base_(base), target_(target) {
-    fd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    anonymous_ = fd_ >= 0 && canLink();
-    if (fd_ >= 0 && !anonymous_) {
-      close(fd_);
-      fd_ = -1;
-    }
-    if (!anonymous_) {
-      path_ = dir + "/." + base + ".qconv-XXXXXX";
-      fd_ = mkstemp(path_.data());
-    }
-    if (fd_ < 0) throw Error(ExitCode::Output, fmt::format("{}: cannot create a file in '{}': {}", target, dir, sysError()));
-  }
-  ~TempFile() {
-    if (fd_ >= 0) close(fd_);
-    if (!committed_ && !path_.empty()) unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  int fd() const { return fd_; }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(ExitCode::Output, fmt::format("{}: {}", target_, what));
-  }
-  /// Permissions as a new file would get, flushed to disk if `durable`, closed.
-  void finish(bool durable) {
-    const mode_t mask = umask(0);
-    umask(mask);
-    if (fchmod(fd_, 0666 & ~mask) != 0) fail(fmt::format("cannot set permissions: {}", sysError()));
-    if (durable && fsync(fd_) != 0) fail(fmt::format("cannot sync: {}", sysError()));
-    if (anonymous_) return;  // kept open: commit() links it by its descriptor
-    const int fd = fd_;
-    fd_ = -1;
-    if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
-  }
-  /// Allocate the file's blocks before writing: a full disk fails here, before any work, and
-  /// ext4 then has no delayed allocation to flush when the file is renamed over an old one.
-  void reserve(uint64_t size) {
-    if (size == 0) return;
-    // a file system without fallocate (EOPNOTSUPP) just allocates as it writes
-    if (fallocate(fd_, 0, 0, static_cast<off_t>(size)) != 0 && errno != EOPNOTSUPP && errno != ENOSYS)
-      fail(fmt::format("cannot allocate {} bytes: {}", size, sysError()));
-  }
-  /// rename(2) replaces a directory entry (a symlink there is replaced, not followed).
-  void commit() {
-    if (anonymous_) linkIn();
-    if (rename(path_.c_str(), target_.c_str()) != 0)
-      fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
-    committed_ = true;
-  }
-
- private:
-  /// An anonymous file is linked by /proc/self/fd (no privilege needed), or by AT_EMPTY_PATH
-  /// (needs CAP_DAC_READ_SEARCH): one of them must be there, else the named fallback is used.
-  static bool canLink() { return access("/proc/self/fd", X_OK) == 0 || geteuid() == 0; }
-
-  /// Give the anonymous file a hidden name beside the target (a fresh one if taken), then close it.
-  void linkIn() {
-    const std::string proc = fmt::format("/proc/self/fd/{}", fd_);
-    for (unsigned attempt = 0;; ++attempt) {
-      path_ = fmt::format("{}/.{}.qconv-{}-{}", dir_, base_, getpid(), attempt);
-      int r = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW);
-      if (r != 0 && errno == ENOENT) r = linkat(fd_, "", AT_FDCWD, path_.c_str(), AT_EMPTY_PATH);
-      if (r == 0) break;
-      if (errno != EEXIST || attempt > 100) {
-        const std::string why = sysError();
-        path_.clear();
-        fail(fmt::format("cannot link the temporary file into '{}': {}", dir_, why));
-      }
-    }
-    const int fd = fd_;
-    fd_ = -1;
-    if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
-  }
-
-  std::string dir_, base_, path_, target_;
-  int fd_ = -1;
-  bool anonymous_ = false;
-  bool committed_ = false;
-};
 
 namespace {
 
@@ -187,17 +101,23 @@ std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_ba
   return plan;
 }
 
-/// Every tensor of at least kExternalThreshold bytes into the data file; false if none went.
-bool externalize(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& location,
-                 TempFile& data) {
+/// Every tensor of at least kExternalThreshold bytes into the data file, named by its content
+/// (dataFileName) once written; false if none went.
+bool externalize(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& dir,
+                 const std::string& base, TempFile& data) {
   const std::vector<Placement> plan = layout(model, file_backed);
   if (plan.empty()) return false;
-  data.reserve(plan.back().offset + plan.back().size);
+  const uint64_t size = plan.back().offset + plan.back().size;
+  data.reserve(size);
   for (const Placement& p : plan) {
     if (p.fd >= 0) copyRange(p.fd, p.from, p.size, data, p.offset);
     else writeAll(data, p.tensor->raw_data().data(), p.size, p.offset);
-    setExternal(*p.tensor, location, p.offset, p.size);
   }
+  uint64_t hash = 0;
+  if (!hashFile(data.fd(), size, hash)) data.fail(fmt::format("cannot read back the data file: {}", sysError()));
+  const std::string name = dataFileName(base, hash);
+  data.retarget(dir + "/" + name);
+  for (const Placement& p : plan) setExternal(*p.tensor, name, p.offset, p.size);
   return true;
 }
 
@@ -240,40 +160,16 @@ class FileSink : public SpliceSink {
   uint64_t written_ = 0;
 };
 
-/// Make the renames themselves durable: fsync the folder that holds them.
-void syncFolder(const std::string& dir, const std::string& path) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const bool ok = fd >= 0 && fsync(fd) == 0;
-  const std::string why = ok ? "" : sysError();
-  if (fd >= 0) close(fd);
-  if (!ok) throw Error(ExitCode::Output, fmt::format("{}: written, but its folder cannot be synced: {}", path, why));
-}
-
 void refuseProtected(const std::string& path, const WriteOptions& options) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return;
   for (const auto& [dev, ino] : options.protected_files)
     if (dev == static_cast<uint64_t>(st.st_dev) && ino == static_cast<uint64_t>(st.st_ino))
       throw Error(ExitCode::Usage,
-                  fmt::format("{}: this file holds the input's external data; qconv never modifies its input", path));
+                  fmt::format("{}: this file is the input or holds its external data; qconv never modifies its input", path));
 }
 
 }  // namespace
-
-PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir,
-                           std::string path, bool durable)
-    : model_(std::move(model)), data_(std::move(data)), dir_(std::move(dir)), path_(std::move(path)), durable_(durable) {}
-PendingWrite::PendingWrite(PendingWrite&&) noexcept = default;
-PendingWrite::~PendingWrite() = default;
-
-void PendingWrite::commit() {
-  QCONV_ASSERT(model_, "{}: PendingWrite committed twice", path_);
-  if (data_) data_->commit();  // the data first: the model never names a file not yet there
-  model_->commit();
-  model_.reset();
-  data_.reset();
-  if (durable_) syncFolder(dir_, path_);
-}
 
 PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
   const auto slash = path.find_last_of('/');
@@ -281,15 +177,13 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty() || base == "." || base == "..")
     throw Error(ExitCode::Output, fmt::format("{}: output path names no file", path));
-  const std::string dataName = base + ".data";
-  const std::string dataPath = dir + "/" + dataName;
   refuseProtected(path, options);
 
   std::unique_ptr<TempFile> data;
   if (options.external_data) {
-    refuseProtected(dataPath, options);
-    data = std::make_unique<TempFile>(dir, dataName, dataPath);
-    if (!externalize(model, options.file_backed, dataName, *data)) data.reset();
+    data = std::make_unique<TempFile>(dir, base + ".data", path + "'s data file");
+    if (externalize(model, options.file_backed, dir, base, *data)) refuseProtected(data->target(), options);
+    else data.reset();
   }
   // after externalize, what it moved names the new data file: nothing is file-backed any more
   const InlineModel plan(model, kSpliceThreshold, data ? nullptr : options.file_backed);
@@ -310,7 +204,7 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
   QCONV_ASSERT(written == plan.size(), "{}: wrote {} bytes, expected {}", path, written, plan.size());
   if (data) data->finish(options.durable);
   out->finish(options.durable);
-  return PendingWrite(std::move(out), std::move(data), dir, path, options.durable);
+  return PendingWrite(std::move(out), std::move(data), dir, path, options);
 }
 
 void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {

@@ -72,9 +72,6 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   if (sameFile(options.input, options.output))
     throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
                                              options.output));
-  if (sameFile(options.input, options.output + ".data"))
-    throw Error(ExitCode::Usage, fmt::format("{}: the output's data file would be {}.data, the input file; qconv never "
-                                             "modifies its input", options.output, options.output));
   if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
     throw Error(ExitCode::Usage, "--activation-type int8 with --weight-type uint8: no onnxruntime kernel takes int8 "
                                  "activations with uint8 weights");
@@ -106,6 +103,8 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     write.protected_files = files->identities();
     write.external_data = !files->identities().empty() && !options.inline_data;
   }
+  if (struct stat st {}; stat(options.input.c_str(), &st) == 0)  // never removed as a stale data file
+    write.protected_files.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
   io::FileBacked fileBacked;  // the output's tensors whose bytes are still in the input's files
   write.file_backed = &fileBacked;
   onnx::ModelProto result = pm.timeStage("emit", [&] {

@@ -1,0 +1,145 @@
+// The commit of an output: its data file and its model put in place as a pair.
+//
+//   before: OUT -> OUT.<a>.data              (the last output, or nothing)
+//   1. lock the folder (flock, exclusive: one qconv commit at a time in it)
+//   2. rename the new data file in as OUT.<b>.data   (b: a hash of its bytes; a != b unless
+//      the bytes are the same, so the old pair is untouched)
+//   3. rename the new model over OUT                 (OUT -> OUT.<b>.data: the new pair)
+//   4. remove OUT.<x>.data for every x != b          (no model at OUT names them any more)
+//   5. unlock; fsync the folder when durable
+//
+// A failure at 3 removes what 2 brought in (unless it was there before, with the same bytes),
+// and leaves the old pair. A writer killed between 2 and 3 leaves an unnamed data file, which
+// the next commit to OUT removes at 4. The lock makes 2 to 4 one step for every qconv writing
+// to the folder: without it a writer's step 4 could remove the data file another has just
+// renamed in at its step 2. Where flock is not available (some network file systems) the
+// commit goes on without it.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "qconv/diag.h"
+#include "qconv/io/model_io.h"
+#include "qconv/io/temp_file.h"
+
+namespace qconv::io {
+
+namespace {
+
+constexpr size_t kTagDigits = 16;
+
+/// An exclusive flock on a folder, released when destroyed (or when the process dies).
+class FolderLock {
+ public:
+  explicit FolderLock(const std::string& dir) : fd_(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ < 0) return;
+    while (flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) break;  // not supported here: go on unlocked
+  }
+  ~FolderLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+bool isProtected(const struct stat& st, const std::vector<std::pair<uint64_t, uint64_t>>& files) {
+  return std::any_of(files.begin(), files.end(), [&](const auto& id) {
+    return id.first == static_cast<uint64_t>(st.st_dev) && id.second == static_cast<uint64_t>(st.st_ino);
+  });
+}
+
+std::string baseOf(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+/// Step 4: every regular file of `dir` named as a data file of `base`, but `keep`, and not
+/// protected. Best effort: a file that cannot be removed is left (it is named by no model).
+void removeStaleData(const std::string& dir, const std::string& base, const std::string& keep,
+                     const std::vector<std::pair<uint64_t, uint64_t>>& protectedFiles) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  std::vector<std::string> stale;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == keep || !isDataFileName(base, name)) continue;
+    struct stat st {};
+    if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (!isProtected(st, protectedFiles)) stale.push_back(name);
+  }
+  for (const std::string& name : stale) unlinkat(dirfd(d), name.c_str(), 0);
+  closedir(d);
+}
+
+/// Make the renames themselves durable: fsync the folder that holds them.
+void syncFolder(const std::string& dir, const std::string& path) {
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool ok = fd >= 0 && fsync(fd) == 0;
+  const std::string why = ok ? "" : sysError();
+  if (fd >= 0) close(fd);
+  if (!ok) throw Error(ExitCode::Output, fmt::format("{}: written, but its folder cannot be synced: {}", path, why));
+}
+
+}  // namespace
+
+std::string dataFileName(const std::string& base, uint64_t hash) { return fmt::format("{}.{:016x}.data", base, hash); }
+
+bool isDataFileName(const std::string& base, const std::string& name) {
+  const size_t want = base.size() + 1 + kTagDigits + 5;
+  if (name.size() != want || name.compare(0, base.size(), base) != 0 || name[base.size()] != '.' ||
+      name.compare(want - 5, 5, ".data") != 0)
+    return false;
+  return std::all_of(name.begin() + static_cast<long>(base.size()) + 1, name.end() - 5,
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); });
+}
+
+PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir,
+                           std::string path, const WriteOptions& options)
+    : model_(std::move(model)),
+      data_(std::move(data)),
+      dir_(std::move(dir)),
+      path_(std::move(path)),
+      durable_(options.durable),
+      protected_(options.protected_files) {}
+PendingWrite::PendingWrite(PendingWrite&&) noexcept = default;
+PendingWrite::~PendingWrite() = default;
+
+void PendingWrite::commit() { commit({}); }
+
+void PendingWrite::commit(const std::function<void()>& between) {
+  QCONV_ASSERT(model_, "{}: PendingWrite committed twice", path_);
+  const std::string base = baseOf(path_);
+  std::string keep;
+  {
+    FolderLock lock(dir_);
+    bool broughtIn = false;
+    if (data_) {
+      keep = baseOf(data_->target());
+      struct stat st {};
+      broughtIn = lstat(data_->target().c_str(), &st) != 0;
+      data_->commit();
+    }
+    try {
+      if (between) between();
+      model_->commit();
+    } catch (...) {
+      if (broughtIn) unlink(data_->target().c_str());
+      throw;
+    }
+    removeStaleData(dir_, base, keep, protected_);
+  }
+  model_.reset();
+  data_.reset();
+  if (durable_) syncFolder(dir_, path_);
+}
+
+}  // namespace qconv::io

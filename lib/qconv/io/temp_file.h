@@ -1,0 +1,49 @@
+// A temporary file beside an output, renamed over it only when whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace qconv::io {
+
+/// A file created in the output's folder that is removed unless committed. It is anonymous
+/// where the file system can (O_TMPFILE): it has no name until commit() links it in and renames
+/// it over the target, so a run killed at any instant before (SIGKILL included) leaves nothing
+/// behind. Elsewhere it is a hidden file made by mkstemp (O_EXCL: never a followed link),
+/// removed by the destructor on any error and by nobody if the process is killed.
+/// Every failure throws Error(Output) naming the target.
+class TempFile {
+ public:
+  /// In folder `dir`, to become `target`; `base` names the hidden file while it has a name.
+  TempFile(const std::string& dir, const std::string& base, const std::string& target);
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  int fd() const { return fd_; }
+  const std::string& target() const { return target_; }
+  /// The path commit() renames to, when it is known only after the bytes are written.
+  void retarget(std::string target) { target_ = std::move(target); }
+  [[noreturn]] void fail(const std::string& what) const;
+
+  /// Allocate the file's blocks before writing: a full disk fails here, before any work, and
+  /// ext4 then has no delayed allocation to flush when the file is renamed over an old one.
+  void reserve(uint64_t size);
+  /// Permissions as a new file would get, flushed to disk if `durable`. The descriptor stays
+  /// readable until commit.
+  void finish(bool durable);
+  /// rename(2) over the target: a directory entry is replaced (a symlink there is replaced,
+  /// not followed).
+  void commit();
+
+ private:
+  /// Give the anonymous file a hidden name beside the target (a fresh one if taken).
+  void linkIn();
+
+  std::string dir_, base_, path_, target_;
+  int fd_ = -1;
+  bool anonymous_ = false;
+  bool committed_ = false;
+};
+
+}  // namespace qconv::io

@@ -1,0 +1,174 @@
+// The output pair (issue 16): OUT and the data file it names are put in place together, the
+// data file named by its content, so no instant and no failure leaves OUT naming other bytes.
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "model_builder.h"
+#include "qconv/diag.h"
+#include "qconv/io/content_hash.h"
+#include "qconv/io/model_io.h"
+
+using namespace qtest;
+namespace fs = std::filesystem;
+
+namespace {
+fs::path freshDir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("qconv-unit-" + std::to_string(getpid()) + "-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+/// A model whose one initializer (2 KiB of `fill`) goes to the data file.
+onnx::ModelProto modelFilledWith(char fill) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {512});
+  auto* w = b.graph().add_initializer();
+  w->set_name("w");
+  w->set_data_type(TensorProto::FLOAT);
+  w->add_dims(512);
+  w->set_raw_data(std::string(2048, fill));
+  b.node("Add", {"x", "w"}, {"y"}, "add");
+  b.output("y", TensorProto::FLOAT);
+  return b.proto();
+}
+
+std::set<std::string> listing(const fs::path& d) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(d)) names.insert(e.path().filename().string());
+  return names;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// The data file OUT names, and that it holds `fill` where OUT says w is.
+std::string checkPair(const fs::path& out, char fill) {
+  onnx::ModelProto m = qconv::io::readModelFile(out.string());
+  const auto& w = m.graph().initializer(0);
+  REQUIRE(w.data_location() == TensorProto::EXTERNAL);
+  std::string location;
+  uint64_t offset = 0, length = 0;
+  for (const auto& e : w.external_data()) {
+    if (e.key() == "location") location = e.value();
+    if (e.key() == "offset") offset = std::stoull(e.value());
+    if (e.key() == "length") length = std::stoull(e.value());
+  }
+  REQUIRE(qconv::io::isDataFileName("out.onnx", location));
+  const std::string bytes = slurp(out.parent_path() / location);
+  REQUIRE(length == 2048);
+  REQUIRE(bytes.size() >= offset + length);
+  REQUIRE(bytes.substr(offset, length) == std::string(2048, fill));
+  return location;
+}
+
+qconv::io::WriteOptions external() {
+  qconv::io::WriteOptions o;
+  o.external_data = true;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("the data file is named by a hash of its bytes") {
+  REQUIRE(qconv::io::dataFileName("m.onnx", 0xabcULL) == "m.onnx.0000000000000abc.data");
+  REQUIRE(qconv::io::isDataFileName("m.onnx", "m.onnx.0123456789abcdef.data"));
+  for (const char* other : {"m.onnx.data", "m.onnx.0123456789ABCDEF.data", "m.onnx.0123456789abcdeg.data",
+                            "m.onnx.0123456789abcde.data", "n.onnx.0123456789abcdef.data", "m.onnx.0123456789abcdef"})
+    REQUIRE_FALSE(qconv::io::isDataFileName("m.onnx", other));
+  // the hash: the same bytes the same value, in one piece or many; one byte more or changed, another
+  std::string bytes(100003, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 + 7);
+  qconv::io::ContentHash whole, pieces, longer, changed;
+  whole.add(bytes.data(), bytes.size());
+  for (size_t at = 0; at < bytes.size(); at += 33) pieces.add(bytes.data() + at, std::min<size_t>(33, bytes.size() - at));
+  longer.add(bytes.data(), bytes.size());
+  longer.add("\0", 1);
+  bytes[5000] ^= 1;
+  changed.add(bytes.data(), bytes.size());
+  REQUIRE(whole.value() == pieces.value());
+  REQUIRE(whole.value() != longer.value());
+  REQUIRE(whole.value() != changed.value());
+}
+
+TEST_CASE("a new output replaces the old pair and removes the old data file") {
+  const fs::path d = freshDir("pair");
+  const fs::path out = d / "out.onnx";
+  auto a = modelFilledWith('a');
+  qconv::io::writeModel(a, out.string(), external());
+  const std::string da = checkPair(out, 'a');
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", da});
+  // an unrelated file, a data file of another output, and the old naming: none is qconv's to remove
+  for (const char* keep : {"out.onnx.data", "other.onnx.0123456789abcdef.data", "out.onnx.notes"})
+    std::ofstream(d / keep) << "keep";
+  auto b = modelFilledWith('b');
+  qconv::io::writeModel(b, out.string(), external());
+  const std::string db = checkPair(out, 'b');
+  REQUIRE(db != da);
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", db, "out.onnx.data", "other.onnx.0123456789abcdef.data",
+                                              "out.onnx.notes"});
+  // the same bytes again: the same name, and nothing else changes
+  auto b2 = modelFilledWith('b');
+  qconv::io::writeModel(b2, out.string(), external());
+  REQUIRE(checkPair(out, 'b') == db);
+  // an output with no data file: the last one goes
+  auto inline_b = modelFilledWith('b');
+  qconv::io::writeModel(inline_b, out.string(), {});
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", "out.onnx.data", "other.onnx.0123456789abcdef.data",
+                                              "out.onnx.notes"});
+  fs::remove_all(d);
+}
+
+TEST_CASE("between the two renames the old pair is whole, and a failed commit keeps it") {
+  const fs::path d = freshDir("failed");
+  const fs::path out = d / "out.onnx";
+  auto a = modelFilledWith('a');
+  qconv::io::writeModel(a, out.string(), external());
+  const std::string da = checkPair(out, 'a');
+
+  // the model's rename fails after the data file went in: the old pair stays, the new data goes
+  auto b = modelFilledWith('b');
+  qconv::io::PendingWrite failing = qconv::io::writeTemporary(b, out.string(), external());
+  std::set<std::string> during;
+  REQUIRE_THROWS_WITH(failing.commit([&] {
+    during = listing(d);
+    REQUIRE(checkPair(out, 'a') == da);  // the instant between the renames: OUT still names a whole pair
+    throw qconv::Error(qconv::ExitCode::Output, "out.onnx: injected: the model's rename failed");
+  }),
+                      "out.onnx: injected: the model's rename failed");
+  // out.onnx, the old data file and the new one (the model's temporary is unnamed, or hidden)
+  REQUIRE(std::count_if(during.begin(), during.end(), [](const std::string& n) { return n[0] != '.'; }) == 3);
+  REQUIRE(during.count(da) == 1);
+  REQUIRE(checkPair(out, 'a') == da);
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", da});
+
+  // the same write, committed: the new pair, and only it
+  auto b2 = modelFilledWith('b');
+  qconv::io::writeTemporary(b2, out.string(), external()).commit();
+  const std::string db = checkPair(out, 'b');
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", db});
+  fs::remove_all(d);
+}
+
+TEST_CASE("a failed commit of the same bytes keeps the data file the old model names") {
+  const fs::path d = freshDir("same");
+  const fs::path out = d / "out.onnx";
+  auto a = modelFilledWith('a');
+  qconv::io::writeModel(a, out.string(), external());
+  const std::string da = checkPair(out, 'a');
+  auto again = modelFilledWith('a');
+  qconv::io::PendingWrite failing = qconv::io::writeTemporary(again, out.string(), external());
+  REQUIRE_THROWS(failing.commit([] { throw qconv::Error(qconv::ExitCode::Output, "injected"); }));
+  REQUIRE(checkPair(out, 'a') == da);
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", da});
+  fs::remove_all(d);
+}
