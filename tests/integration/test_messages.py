@@ -86,13 +86,19 @@ def test_opset_out_of_range_is_a_short_usage_error(tmp_path):
         assert r.stderr == f"qconv: error: --opset: Value {value} not in range 1 to 28 (run 'qconv --help')\n"
 
 
-def test_an_output_path_naming_a_folder_or_nothing_is_a_usage_error(tmp_path):
+@pytest.mark.parametrize("data", ["inline", "external"])
+def test_an_output_path_naming_a_folder_or_nothing_is_a_usage_error(tmp_path, data):
+    """Exit 2 before anything is written: no model, and (an input with external data) no data
+    file beside the folder either."""
     (tmp_path / "d").mkdir()
+    (tmp_path / "src").mkdir()
+    src = small_model(tmp_path / "src") if data == "inline" else save_external(onnx.load(EXAMPLE), tmp_path / "src")
+    before = sorted(os.listdir(tmp_path))
     for out in (str(tmp_path / "d") + "/", ".", "..", "", str(tmp_path / "d")):
-        r = run_qconv("convert", small_model(tmp_path), out, "--format", "qop")
+        r = run_qconv("convert", src, out, "--format", "qop")
         assert r.returncode == 2, (out, r.stderr)
         assert "give a file name" in r.stderr and len(r.stderr) < 300
-    assert os.listdir(tmp_path / "d") == []
+    assert os.listdir(tmp_path / "d") == [] and sorted(os.listdir(tmp_path)) == before
 
 
 def test_only_regular_files_are_replaced(tmp_path):
