@@ -71,6 +71,22 @@ TEST_CASE("createNode and takeOutput move a value to a new producer") {
   REQUIRE(order == std::vector<std::string>{"Relu", "Neg", "Sqrt"});
 }
 
+TEST_CASE("nextNode follows the order as nodes come and go") {
+  auto m = chain().build();
+  Graph& g = m.graph;
+  auto* relu = only(g, "Relu");
+  auto* neg = only(g, "Neg");
+  auto* abs = only(g, "Abs");
+  REQUIRE(g.nextNode(relu) == neg);
+  REQUIRE(g.nextNode(abs) == nullptr);
+  auto* sq = g.createNode("Sqrt", "", {neg->output(0)}, 1, abs);  // between Neg and Abs
+  REQUIRE(g.nextNode(neg) == sq);
+  REQUIRE(g.nextNode(sq) == abs);
+  auto* last = g.createNode("Sqrt", "", {abs->output(0)}, 1, nullptr);
+  REQUIRE(g.nextNode(abs) == last);
+  REQUIRE(g.nextNode(last) == nullptr);
+}
+
 TEST_CASE("mutator misuse is an internal error, not a crash") {
   auto m = chain().build();
   Graph& g = m.graph;

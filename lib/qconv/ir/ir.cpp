@@ -3,6 +3,7 @@
 #include "qconv/ir/ir.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "qconv/diag.h"
 
@@ -43,6 +44,11 @@ std::vector<Node*> Graph::nodeSnapshot() const {
 }
 
 bool Graph::isAlive(const Node* n) const { return !n->dead_; }
+
+Node* Graph::nextNode(const Node* n) const {
+  auto it = std::next(n->position_);
+  return it == nodes_.end() ? nullptr : it->get();
+}
 
 std::vector<Value*> Graph::initializers() const {
   std::vector<Value*> out;

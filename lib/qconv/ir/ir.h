@@ -138,6 +138,8 @@ class Graph {
   /// (destroyed nodes are skipped with isAlive()).
   std::vector<Node*> nodeSnapshot() const;
   bool isAlive(const Node* n) const;
+  /// The node after `n` in order (null: `n` is the last), in O(1).
+  Node* nextNode(const Node* n) const;
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   /// Initializers in emit order (originals first, in file order; then the ones passes added).

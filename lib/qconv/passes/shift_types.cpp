@@ -104,13 +104,6 @@ bool foreign(const std::vector<ir::Use>& us, const ir::Use& u) {
   return std::any_of(us.begin(), us.end(), [&](const ir::Use& x) { return x.node == u.node && x.index == u.index; });
 }
 
-/// The node after `n` in the graph's order (null: `n` is last).
-ir::Node* nextNode(const ir::Graph& g, const ir::Node* n) {
-  for (auto it = g.nodes().begin(); it != g.nodes().end(); ++it)
-    if (it->get() == n) return ++it == g.nodes().end() ? nullptr : it->get();
-  return nullptr;
-}
-
 /// The rewrite: every value, zero point and quantizer of the group moves from g.type to `to`.
 void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
   ir::Node* first = graph.nodes().front().get();
@@ -123,7 +116,7 @@ void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
       graph.pruneIfDead(v);
     } else if (!v->producer() || foreign(g.foreign_written, v)) {  // keeps its type: moved right after it
       kept.push_back(v);
-      ir::Node* q = converter(graph, c, v, g.type, to, v->producer() ? nextNode(graph, v->producer()) : first);
+      ir::Node* q = converter(graph, c, v, g.type, to, v->producer() ? graph.nextNode(v->producer()) : first);
       for (const ir::Use& u : uses)
         if (!foreign(g.foreign_readers, u)) graph.setInput(u.node, static_cast<size_t>(u.index), q->output(0));
     } else if (v->isGraphOutput()) {  // a graph output keeps its type: moved back right before it
