@@ -14,14 +14,38 @@ namespace qconv::io {
 
 namespace {
 
-void collectSubgraphNames(const onnx::GraphProto& g, std::unordered_set<std::string>& names) {
-  for (const auto& i : g.input()) names.insert(i.name());
-  for (const auto& t : g.initializer()) names.insert(t.name());
+/// Names generated names could take: a base (a pass's hint) and the base with "_<k>" after it.
+/// Only existing names of that form can collide with them, so only those are collected: a graph
+/// of a million values and a few generated names costs a scan, not a million-entry set.
+class Candidates {
+ public:
+  void addBase(const std::string& base) { bases_.insert(base); }
+  bool empty() const { return bases_.empty(); }
+  /// Whether `name` is a base or a base followed by "_<digits>".
+  bool mayCollide(const std::string& name) const {
+    if (bases_.count(name)) return true;
+    const size_t us = name.find_last_of('_');
+    if (us == std::string::npos || us + 1 == name.size()) return false;
+    for (size_t i = us + 1; i < name.size(); ++i)
+      if (name[i] < '0' || name[i] > '9') return false;
+    return bases_.count(name.substr(0, us)) > 0;
+  }
+
+ private:
+  std::unordered_set<std::string> bases_;
+};
+
+void collectSubgraphNames(const onnx::GraphProto& g, const Candidates& c, std::unordered_set<std::string>& names) {
+  auto note = [&](const std::string& n) {
+    if (c.mayCollide(n)) names.insert(n);
+  };
+  for (const auto& i : g.input()) note(i.name());
+  for (const auto& t : g.initializer()) note(t.name());
   for (const auto& n : g.node()) {
-    for (const auto& o : n.output()) names.insert(o);
+    for (const auto& o : n.output()) note(o);
     for (const auto& a : n.attribute()) {
-      if (a.has_g()) collectSubgraphNames(a.g(), names);
-      for (const auto& sg : a.graphs()) collectSubgraphNames(sg, names);
+      if (a.has_g()) collectSubgraphNames(a.g(), c, names);
+      for (const auto& sg : a.graphs()) collectSubgraphNames(sg, c, names);
     }
   }
 }
@@ -34,38 +58,56 @@ int64_t minOpsetFor(const ir::Node& n) {
   return 0;
 }
 
-/// Give every generated value a name no other value (nor any subgraph) uses.
+/// Make each generated name unique among `existing` (what mayCollide kept of the names that
+/// are not generated) and the names given before it: the hint, else hint_1, hint_2, ...
+template <typename Item, typename Rename>
+void uniquify(const std::vector<Item*>& generated, std::unordered_set<std::string>& taken, Rename rename) {
+  std::unordered_map<std::string, int> counters;
+  for (Item* item : generated) {
+    const std::string& hint = item->name();
+    std::string name = hint;
+    int& k = counters[hint];
+    while (taken.count(name)) name = fmt::format("{}_{}", hint, ++k);
+    taken.insert(name);
+    rename(item, std::move(name));
+  }
+}
+
+/// Give every generated node and value a name no other node (nor value, nor any subgraph
+/// value) uses. Node names are a namespace of their own.
 void assignNames(ir::Model& model) {
   ir::Graph& graph = model.graph;
+  std::vector<ir::Node*> nodes;
+  Candidates nodeBases;
+  for (const auto& n : graph.nodes())
+    if (n->hasGeneratedName()) {
+      nodes.push_back(n.get());
+      nodeBases.addBase(n->name());
+    }
+  if (!nodes.empty()) {
+    std::unordered_set<std::string> taken;
+    for (const auto& n : graph.nodes())
+      if (!n->hasGeneratedName() && !n->name().empty() && nodeBases.mayCollide(n->name())) taken.insert(n->name());
+    uniquify(nodes, taken, [&](ir::Node* n, std::string name) { graph.setName(n, std::move(name)); });
+  }
+
+  std::vector<ir::Value*> values;
+  Candidates valueBases;
+  for (const auto& v : graph.allValues())
+    if (!graph.isDropped(v.get()) && v->hasGeneratedName()) {
+      values.push_back(v.get());
+      valueBases.addBase(v->name());
+    }
+  if (values.empty()) return;
   std::unordered_set<std::string> taken;
   for (const auto& v : graph.allValues())
-    if (!graph.isDropped(v.get()) && !v->hasGeneratedName()) taken.insert(v->name());
+    if (!graph.isDropped(v.get()) && !v->hasGeneratedName() && valueBases.mayCollide(v->name())) taken.insert(v->name());
   for (const auto& n : graph.nodes())
     for (const auto& a : n->proto().attribute()) {
-      if (a.has_g()) collectSubgraphNames(a.g(), taken);
-      for (const auto& sg : a.graphs()) collectSubgraphNames(sg, taken);
+      if (a.has_g()) collectSubgraphNames(a.g(), valueBases, taken);
+      for (const auto& sg : a.graphs()) collectSubgraphNames(sg, valueBases, taken);
     }
-  std::unordered_set<std::string> nodeNames;  // node names: a namespace of their own
-  for (const auto& n : graph.nodes())
-    if (!n->hasGeneratedName() && !n->name().empty()) nodeNames.insert(n->name());
-  std::map<std::string, int> nodeCounters;
-  for (const auto& n : graph.nodes()) {
-    if (!n->hasGeneratedName()) continue;
-    std::string name = n->name();
-    int& k = nodeCounters[n->name()];
-    while (nodeNames.count(name)) name = fmt::format("{}_{}", n->name(), ++k);
-    nodeNames.insert(name);
-    graph.setName(n.get(), std::move(name));
-  }
-  std::map<std::string, int> counters;
-  for (const auto& v : graph.allValues()) {
-    if (graph.isDropped(v.get()) || !v->hasGeneratedName()) continue;
-    std::string name = v->name();
-    int& k = counters[v->name()];
-    while (taken.count(name)) name = fmt::format("{}_{}", v->name(), ++k);
-    taken.insert(name);
-    graph.setName(v.get(), std::move(name));
-  }
+  uniquify(values, taken, [&](ir::Value* v, std::string name) { graph.setName(v, std::move(name)); });
 }
 
 }  // namespace
@@ -78,11 +120,13 @@ onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
 
   int64_t needOpset = 0;
   std::set<std::string> domains;
+  const std::string* lastDomain = nullptr;
+  g->mutable_node()->Reserve(static_cast<int>(graph.nodes().size()));
   for (const auto& n : graph.nodes()) {
     needOpset = std::max(needOpset, minOpsetFor(*n));
-    domains.insert(n->domain());
-    onnx::NodeProto* p = g->add_node();
-    *p = std::move(n->mutableProto());
+    if (!lastDomain || n->domain() != *lastDomain) lastDomain = &*domains.insert(n->domain()).first;
+    onnx::NodeProto* p = graph.releaseProto(n.get()).release();
+    g->mutable_node()->AddAllocated(p);
     size_t count = n->inputs().size();
     while (count > 0 && !n->inputs()[count - 1]) --count;  // trailing optional inputs
     for (size_t i = 0; i < count; ++i) p->add_input(n->inputs()[i] ? n->inputs()[i]->name() : std::string());
@@ -105,10 +149,9 @@ onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
   }
   // A value listed more than once (an input that is also an output, an output listed twice)
   // gets a copy of its first entry: its type too, which the checker requires of each.
-  std::unordered_map<const ir::Value*, const onnx::ValueInfoProto*> listed;
   auto addInfo = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* field, ir::Value* v) {
-    if (auto it = listed.find(v); it != listed.end()) {
-      *field->Add() = *it->second;
+    if (const onnx::ValueInfoProto* first = graph.listedAs(v)) {
+      *field->Add() = *first;
       return;
     }
     auto info = graph.releaseInfo(v);
@@ -118,7 +161,7 @@ onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
     // over the type the input model declared
     if (v->elemType() != 0 && info->type().has_tensor_type() && info->type().tensor_type().elem_type() != v->elemType())
       info->mutable_type()->mutable_tensor_type()->set_elem_type(v->elemType());
-    listed.emplace(v, info.get());
+    graph.setListedAs(v, info.get());
     field->AddAllocated(info.release());
   };
   for (ir::Value* v : graph.inputs()) addInfo(g->mutable_input(), v);

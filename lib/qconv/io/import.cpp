@@ -233,11 +233,10 @@ ir::Model importModel(InputModel input, const std::string& path) {
       byName.emplace(name, v);
       outputs.push_back(v);
     }
-    ir::Node* node = graph.appendNode(std::move(*n), inputs, outputs, implicit);
+    ir::Node* node = graph.appendNode(std::move(n), inputs, outputs, implicit);
     // A Cast says its output type: record it where value_info did not.
     if (node->is("Cast") && node->output(0) && node->output(0)->elemType() == 0)
       node->output(0)->setElemType(static_cast<int32_t>(node->attrInt("to", 0)));
-    n.reset();
   }
 
   for (auto& info : extractAll(g->mutable_output())) {

@@ -14,7 +14,7 @@ bool Value::hasImplicitUses() const {
 }
 
 const onnx::AttributeProto* Node::attribute(const std::string& name) const {
-  for (const auto& a : proto_.attribute())
+  for (const auto& a : proto_->attribute())
     if (a.name() == name) return &a;
   return nullptr;
 }
@@ -30,8 +30,8 @@ float Node::attrFloat(const std::string& name, float fallback) const {
 }
 
 std::string Node::label() const {
-  if (!proto_.name().empty()) return proto_.name();
-  return fmt::format("{} #{}", proto_.op_type(), ordinal_);
+  if (!proto_->name().empty()) return proto_->name();
+  return fmt::format("{} #{}", proto_->op_type(), ordinal_);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -100,14 +100,15 @@ void Graph::markGraphOutput(Value* v) {
   outputs_.push_back(v);
 }
 
-Node* Graph::appendNode(onnx::NodeProto proto, const std::vector<Value*>& inputs,
+Node* Graph::appendNode(std::unique_ptr<onnx::NodeProto> proto, const std::vector<Value*>& inputs,
                         const std::vector<Value*>& outputs, const std::vector<Value*>& implicit_inputs) {
   auto node = std::make_unique<Node>();
   Node* n = node.get();
+  QCONV_ASSERT(proto, "appendNode without a proto");
   n->proto_ = std::move(proto);
-  n->proto_.clear_input();
-  n->proto_.clear_output();
-  n->domain_ = n->proto_.domain() == "ai.onnx" ? std::string() : n->proto_.domain();
+  n->proto_->clear_input();
+  n->proto_->clear_output();
+  n->domain_ = n->proto_->domain() == "ai.onnx" ? std::string() : n->proto_->domain();
   n->ordinal_ = next_ordinal_++;
   n->position_ = nodes_.insert(nodes_.end(), std::move(node));
   n->inputs_ = inputs;
@@ -143,8 +144,8 @@ Node* Graph::createNode(const std::string& op_type, const std::string& domain,
                         const std::vector<Value*>& inputs, size_t num_outputs, Node* before) {
   auto node = std::make_unique<Node>();
   Node* n = node.get();
-  n->proto_.set_op_type(op_type);
-  if (!domain.empty()) n->proto_.set_domain(domain);
+  n->proto_->set_op_type(op_type);
+  if (!domain.empty()) n->proto_->set_domain(domain);
   n->domain_ = domain == "ai.onnx" ? std::string() : domain;
   n->ordinal_ = next_ordinal_++;
   auto where = before ? before->position_ : nodes_.end();

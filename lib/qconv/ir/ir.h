@@ -81,15 +81,16 @@ class Value {
   std::unique_ptr<onnx::TensorProto> initializer_;
   FileBytes file_bytes_;
   std::unique_ptr<onnx::ValueInfoProto> info_;
+  const onnx::ValueInfoProto* listed_as_ = nullptr;  // emit: the first entry written for it
 };
 
 class Node {
  public:
-  const std::string& opType() const { return proto_.op_type(); }
+  const std::string& opType() const { return proto_->op_type(); }
   /// Domain with "ai.onnx" folded into "" (the same domain).
   const std::string& domain() const { return domain_; }
-  const std::string& name() const { return proto_.name(); }
-  bool is(const char* op_type) const { return domain_.empty() && proto_.op_type() == op_type; }
+  const std::string& name() const { return proto_->name(); }
+  bool is(const char* op_type) const { return domain_.empty() && proto_->op_type() == op_type; }
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
@@ -98,8 +99,8 @@ class Node {
   Value* output(size_t i) const { return i < outputs_.size() ? outputs_[i] : nullptr; }
 
   /// Attributes, doc_string and everything else of the node but its input/output names.
-  const onnx::NodeProto& proto() const { return proto_; }
-  onnx::NodeProto& mutableProto() { return proto_; }
+  const onnx::NodeProto& proto() const { return *proto_; }
+  onnx::NodeProto& mutableProto() { return *proto_; }
 
   const onnx::AttributeProto* attribute(const std::string& name) const;
   int64_t attrInt(const std::string& name, int64_t fallback) const;
@@ -112,7 +113,7 @@ class Node {
 
  private:
   friend class Graph;
-  onnx::NodeProto proto_;
+  std::unique_ptr<onnx::NodeProto> proto_ = std::make_unique<onnx::NodeProto>();  // held, never null
   std::string domain_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
@@ -154,7 +155,8 @@ class Graph {
   void markGraphInput(Value* v);
   void markGraphOutput(Value* v);
   /// Append a node parsed from the model; inputs/outputs given as values (null = absent).
-  Node* appendNode(onnx::NodeProto proto, const std::vector<Value*>& inputs,
+  /// The proto is taken as it is (no copy): its input/output names are cleared.
+  Node* appendNode(std::unique_ptr<onnx::NodeProto> proto, const std::vector<Value*>& inputs,
                    const std::vector<Value*>& outputs, const std::vector<Value*>& implicit_inputs);
 
   // ---- mutators (the only code that changes links) ----
@@ -181,6 +183,12 @@ class Graph {
   const std::vector<Value*>& valueInfoOrder() const { return value_info_order_; }
   std::unique_ptr<onnx::TensorProto> releaseInitializer(Value* v) { return std::move(v->initializer_); }
   std::unique_ptr<onnx::ValueInfoProto> releaseInfo(Value* v) { return std::move(v->info_); }
+  /// emit: the ValueInfoProto written for `v`'s first listing (null before), for the next ones.
+  const onnx::ValueInfoProto* listedAs(const Value* v) const { return v->listed_as_; }
+  void setListedAs(Value* v, const onnx::ValueInfoProto* info) { v->listed_as_ = info; }
+  /// The node's proto, handed over as it is (emit puts it in the output graph: no copy); the
+  /// node is then done with.
+  std::unique_ptr<onnx::NodeProto> releaseProto(Node* n) { return std::move(n->proto_); }
   void setName(Value* v, std::string name) { v->name_ = std::move(name); v->generated_name_ = false; }
   /// Give a value a pass created the name hint `hint` (made unique at emit).
   void setNameHint(Value* v, std::string hint) {
@@ -189,11 +197,11 @@ class Graph {
   }
   /// Name a node a pass created: `hint`, made unique among the node names at emit.
   void setNameHint(Node* n, const std::string& hint) {
-    n->proto_.set_name(hint);
+    n->proto_->set_name(hint);
     n->generated_name_ = true;
   }
   void setName(Node* n, std::string name) {
-    n->proto_.set_name(std::move(name));
+    n->proto_->set_name(std::move(name));
     n->generated_name_ = false;
   }
   /// All values ever created (including dead ones), in creation order.
