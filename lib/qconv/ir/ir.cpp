@@ -37,10 +37,13 @@ std::string Node::label() const {
 // ---------------------------------------------------------------------------------------------
 
 std::vector<Node*> Graph::nodeSnapshot() const {
-  std::vector<Node*> out;
-  out.reserve(nodes_.size());
-  for (const auto& n : nodes_) out.push_back(n.get());
-  return out;
+  if (!snapshot_valid_) {  // a pass that changes nothing leaves it for the next
+    snapshot_.clear();
+    snapshot_.reserve(nodes_.size());
+    for (const auto& n : nodes_) snapshot_.push_back(n.get());
+    snapshot_valid_ = true;
+  }
+  return snapshot_;
 }
 
 bool Graph::isAlive(const Node* n) const { return !n->dead_; }
@@ -109,8 +112,10 @@ Node* Graph::appendNode(std::unique_ptr<onnx::NodeProto> proto, const std::vecto
   n->proto_->clear_input();
   n->proto_->clear_output();
   n->domain_ = n->proto_->domain() == "ai.onnx" ? std::string() : n->proto_->domain();
+  n->op_type_ = &*op_types_.insert(n->proto_->op_type()).first;
   n->ordinal_ = next_ordinal_++;
   n->position_ = nodes_.insert(nodes_.end(), std::move(node));
+  snapshot_valid_ = false;
   n->inputs_ = inputs;
   n->use_pos_.assign(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -147,8 +152,10 @@ Node* Graph::createNode(const std::string& op_type, const std::string& domain,
   n->proto_->set_op_type(op_type);
   if (!domain.empty()) n->proto_->set_domain(domain);
   n->domain_ = domain == "ai.onnx" ? std::string() : domain;
+  n->op_type_ = &*op_types_.insert(op_type).first;
   n->ordinal_ = next_ordinal_++;
   auto where = before ? before->position_ : nodes_.end();
+  snapshot_valid_ = false;
   QCONV_ASSERT(!before || !before->dead_, "createNode before a destroyed node");
   n->position_ = nodes_.insert(where, std::move(node));
   n->inputs_.assign(inputs.size(), nullptr);
@@ -230,6 +237,7 @@ void Graph::replaceAllUsesWith(Value* from, Value* to) {
 
 void Graph::erase(Node* n) {
   n->dead_ = true;
+  snapshot_valid_ = false;
   graveyard_.push_back(std::move(*n->position_));
   nodes_.erase(n->position_);
 }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "qconv/ir/byte_source.h"
@@ -86,11 +87,11 @@ class Value {
 
 class Node {
  public:
-  const std::string& opType() const { return proto_->op_type(); }
+  const std::string& opType() const { return *op_type_; }
   /// Domain with "ai.onnx" folded into "" (the same domain).
   const std::string& domain() const { return domain_; }
   const std::string& name() const { return proto_->name(); }
-  bool is(const char* op_type) const { return domain_.empty() && proto_->op_type() == op_type; }
+  bool is(const char* op_type) const { return domain_.empty() && *op_type_ == op_type; }
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
@@ -114,6 +115,7 @@ class Node {
  private:
   friend class Graph;
   std::unique_ptr<onnx::NodeProto> proto_ = std::make_unique<onnx::NodeProto>();  // held, never null
+  const std::string* op_type_ = nullptr;  // proto_'s op_type, interned by the graph: read without touching the proto
   std::string domain_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
@@ -220,6 +222,9 @@ class Graph {
   std::vector<Value*> initializer_order_;
   std::vector<Value*> value_info_order_;
   std::vector<std::unique_ptr<Node>> graveyard_;  // destroyed nodes, so snapshots stay valid
+  std::unordered_set<std::string> op_types_;       // every op type once (Node::op_type_ points here)
+  mutable std::vector<Node*> snapshot_;            // nodeSnapshot() until a node comes or goes
+  mutable bool snapshot_valid_ = false;
   size_t next_ordinal_ = 0;
 };
 
