@@ -83,7 +83,7 @@ void setFloat(onnx::NodeProto& n, const std::string& name, float v) {
 std::vector<qconv::ir::Node*> nodesOf(const qconv::ir::Graph& g, const std::string& op) {
   std::vector<qconv::ir::Node*> out;
   for (const auto& n : g.nodes())
-    if (n->opType() == op) out.push_back(n.get());
+    if (n->opType() == op) out.push_back(n);
   return out;
 }
 

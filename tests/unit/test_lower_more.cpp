@@ -101,7 +101,7 @@ bool hasOp(const qconv::ir::Graph& g, const std::string& op) { return !nodesOf(g
 
 bool anyDomainNode(const qconv::ir::Graph& g, const std::string& domain) {
   for (const auto& n : g.nodes())
-    if (g.isAlive(n.get()) && n->domain() == domain) return true;
+    if (g.isAlive(n) && n->domain() == domain) return true;
   return false;
 }
 
@@ -433,7 +433,7 @@ TEST_CASE("no pass crashes on a node with a missing or empty output; foreign one
       REQUIRE_NOTHROW(c.run(m, r.ctx));
       bool still = false;
       for (const auto& n : m.graph.nodes())
-        if (m.graph.isAlive(n.get()) && n->name() == c.node) still = true;
+        if (m.graph.isAlive(n) && n->name() == c.node) still = true;
       REQUIRE(still);  // never offered to a selector: the node stays as it is
       const auto& said = r.ctx.reports(c.foreign ? Report::Unconvertible : Report::Refused);
       REQUIRE(std::any_of(said.begin(), said.end(), [&](const std::string& s) {

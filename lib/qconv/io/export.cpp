@@ -81,7 +81,7 @@ void assignNames(ir::Model& model) {
   Candidates nodeBases;
   for (const auto& n : graph.nodes())
     if (n->hasGeneratedName()) {
-      nodes.push_back(n.get());
+      nodes.push_back(n);
       nodeBases.addBase(n->name());
     }
   if (!nodes.empty()) {
@@ -125,7 +125,7 @@ onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
   for (const auto& n : graph.nodes()) {
     needOpset = std::max(needOpset, minOpsetFor(*n));
     if (!lastDomain || n->domain() != *lastDomain) lastDomain = &*domains.insert(n->domain()).first;
-    onnx::NodeProto* p = graph.releaseProto(n.get()).release();
+    onnx::NodeProto* p = graph.releaseProto(n).release();
     g->mutable_node()->AddAllocated(p);
     size_t count = n->inputs().size();
     while (count > 0 && !n->inputs()[count - 1]) --count;  // trailing optional inputs

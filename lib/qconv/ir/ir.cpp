@@ -40,7 +40,7 @@ std::vector<Node*> Graph::nodeSnapshot() const {
   if (!snapshot_valid_) {  // a pass that changes nothing leaves it for the next
     snapshot_.clear();
     snapshot_.reserve(nodes_.size());
-    for (const auto& n : nodes_) snapshot_.push_back(n.get());
+    snapshot_.assign(nodes_.begin(), nodes_.end());
     snapshot_valid_ = true;
   }
   return snapshot_;
@@ -50,7 +50,7 @@ bool Graph::isAlive(const Node* n) const { return !n->dead_; }
 
 Node* Graph::nextNode(const Node* n) const {
   auto it = std::next(n->position_);
-  return it == nodes_.end() ? nullptr : it->get();
+  return it == nodes_.end() ? nullptr : *it;
 }
 
 std::vector<Value*> Graph::initializers() const {
@@ -103,10 +103,17 @@ void Graph::markGraphOutput(Value* v) {
   outputs_.push_back(v);
 }
 
+Node* Graph::allocateNode() {
+  if (chunk_used_ == kNodeChunk) {
+    node_chunks_.push_back(std::make_unique<Node[]>(kNodeChunk));
+    chunk_used_ = 0;
+  }
+  return &node_chunks_.back()[chunk_used_++];
+}
+
 Node* Graph::appendNode(std::unique_ptr<onnx::NodeProto> proto, const std::vector<Value*>& inputs,
                         const std::vector<Value*>& outputs, const std::vector<Value*>& implicit_inputs) {
-  auto node = std::make_unique<Node>();
-  Node* n = node.get();
+  Node* n = allocateNode();
   QCONV_ASSERT(proto, "appendNode without a proto");
   n->proto_ = std::move(proto);
   n->proto_->clear_input();
@@ -114,7 +121,7 @@ Node* Graph::appendNode(std::unique_ptr<onnx::NodeProto> proto, const std::vecto
   n->domain_ = n->proto_->domain() == "ai.onnx" ? std::string() : n->proto_->domain();
   n->op_type_ = &*op_types_.insert(n->proto_->op_type()).first;
   n->ordinal_ = next_ordinal_++;
-  n->position_ = nodes_.insert(nodes_.end(), std::move(node));
+  n->position_ = nodes_.insert(nodes_.end(), n);
   snapshot_valid_ = false;
   n->inputs_ = inputs;
   n->use_pos_.assign(inputs.size(), 0);
@@ -147,8 +154,8 @@ Value* Graph::addInitializer(const std::string& hint, std::unique_ptr<onnx::Tens
 
 Node* Graph::createNode(const std::string& op_type, const std::string& domain,
                         const std::vector<Value*>& inputs, size_t num_outputs, Node* before) {
-  auto node = std::make_unique<Node>();
-  Node* n = node.get();
+  Node* n = allocateNode();
+  n->proto_ = std::make_unique<onnx::NodeProto>();
   n->proto_->set_op_type(op_type);
   if (!domain.empty()) n->proto_->set_domain(domain);
   n->domain_ = domain == "ai.onnx" ? std::string() : domain;
@@ -157,7 +164,7 @@ Node* Graph::createNode(const std::string& op_type, const std::string& domain,
   auto where = before ? before->position_ : nodes_.end();
   snapshot_valid_ = false;
   QCONV_ASSERT(!before || !before->dead_, "createNode before a destroyed node");
-  n->position_ = nodes_.insert(where, std::move(node));
+  n->position_ = nodes_.insert(where, n);
   n->inputs_.assign(inputs.size(), nullptr);
   n->use_pos_.assign(inputs.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) setInput(n, i, inputs[i]);
@@ -238,7 +245,6 @@ void Graph::replaceAllUsesWith(Value* from, Value* to) {
 void Graph::erase(Node* n) {
   n->dead_ = true;
   snapshot_valid_ = false;
-  graveyard_.push_back(std::move(*n->position_));
   nodes_.erase(n->position_);
 }
 

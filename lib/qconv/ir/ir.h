@@ -114,14 +114,14 @@ class Node {
 
  private:
   friend class Graph;
-  std::unique_ptr<onnx::NodeProto> proto_ = std::make_unique<onnx::NodeProto>();  // held, never null
+  std::unique_ptr<onnx::NodeProto> proto_;  // set by the graph at creation; null only after releaseProto
   const std::string* op_type_ = nullptr;  // proto_'s op_type, interned by the graph: read without touching the proto
   std::string domain_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   std::vector<Value*> implicit_inputs_;
   std::vector<size_t> use_pos_;  // per input slot: where its Use is in that value's uses_ (O(1) removal)
-  std::list<std::unique_ptr<Node>>::iterator position_;
+  std::list<Node*>::iterator position_;
   size_t ordinal_ = 0;  // position at creation, for labels of unnamed nodes
   bool dead_ = false;
   bool generated_name_ = false;
@@ -136,7 +136,7 @@ class Graph {
   Graph& operator=(Graph&&) = default;
 
   // ---- reading ----
-  const std::list<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  const std::list<Node*>& nodes() const { return nodes_; }
   /// Nodes in order, as a snapshot that stays valid while the graph is mutated
   /// (destroyed nodes are skipped with isAlive()).
   std::vector<Node*> nodeSnapshot() const;
@@ -215,13 +215,19 @@ class Graph {
   void removeUse(Value* v, Node* n, int slot);
   void erase(Node* n);
 
-  std::list<std::unique_ptr<Node>> nodes_;
+  std::list<Node*> nodes_;  // the live nodes in order
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
   std::vector<Value*> initializer_order_;
   std::vector<Value*> value_info_order_;
-  std::vector<std::unique_ptr<Node>> graveyard_;  // destroyed nodes, so snapshots stay valid
+  // Every node ever created, destroyed ones too (so snapshots stay valid), in chunks of
+  // kNodeChunk allocated whole: nodes made together sit together, and a pass over the graph
+  // walks memory in order instead of jumping between scattered allocations.
+  static constexpr size_t kNodeChunk = 1024;
+  std::vector<std::unique_ptr<Node[]>> node_chunks_;
+  size_t chunk_used_ = kNodeChunk;
+  Node* allocateNode();
   std::unordered_set<std::string> op_types_;       // every op type once (Node::op_type_ points here)
   mutable std::vector<Node*> snapshot_;            // nodeSnapshot() until a node comes or goes
   mutable bool snapshot_valid_ = false;

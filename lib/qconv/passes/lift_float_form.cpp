@@ -104,8 +104,9 @@ struct LiftFloatForm {
   std::map<const ir::Value*, ir::Value*> input_dq;    // graph input -> its DQ(Q(x, 1), 1)
 
   bool root(const ir::Node& n) const {
+    if (!n.is("Conv")) return false;  // first: the op type is on the node, the weight is not
     const ir::Value* w = n.input(1);
-    return n.is("Conv") && w && w->isConstant() && w->initializer()->data_type() == onnx::TensorProto::FLOAT;
+    return w && w->isConstant() && w->initializer()->data_type() == onnx::TensorProto::FLOAT;
   }
   std::string declined(const ir::Node&) const { return "not lifted from the float Aidge form"; }
 
@@ -224,10 +225,11 @@ struct LiftFloatForm {
 /// Each Cast(to float) of a lifted tensor left (the graph output's, a non-conv reader's) becomes
 /// DequantizeLinear(q, 1, 0): float(q), the same numbers.
 void castsToDequantize(ir::Graph& graph, const std::map<const ir::Value*, Chained>& chained) {
+  if (chained.empty()) return;  // nothing lifted: no walk over the graph
   std::vector<ir::Node*> casts;
-  for (const auto& n : graph.nodes()) {
+  for (ir::Node* n : graph.nodeSnapshot()) {
     if (!n->is("Cast") || n->attrInt("to", 0) != onnx::TensorProto::FLOAT) continue;
-    if (chained.count(throughClip(n->input(0)))) casts.push_back(n.get());
+    if (chained.count(throughClip(n->input(0)))) casts.push_back(n);
   }
   for (ir::Node* c : casts) {
     ir::Value* q = c->input(0);

@@ -263,7 +263,7 @@ struct LowerIntegerOps {
 }  // namespace
 
 void lowerIntegerOps(ir::Model& model, PassContext& ctx) {
-  const auto& nodes = model.graph.nodes();
+  const std::vector<ir::Node*> nodes = model.graph.nodeSnapshot();  // the graph's kept snapshot: no walk of the list
   if (std::none_of(nodes.begin(), nodes.end(), [](const auto& n) { return isIntegerConv(*n); })) return;
   LowerIntegerOps rule{Chain{model.graph, ctx.options().approximate, {}, {}}};
   applyRule(model.graph, ctx, rule);

@@ -106,7 +106,7 @@ bool foreign(const std::vector<ir::Use>& us, const ir::Use& u) {
 
 /// The rewrite: every value, zero point and quantizer of the group moves from g.type to `to`.
 void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
-  ir::Node* first = graph.nodes().front().get();
+  ir::Node* first = graph.nodes().front();
   std::vector<ir::Value*> kept;  // values that keep the old type (a converter after them)
   for (ir::Value* v : g.values) {
     const std::vector<ir::Use> uses = v->uses();
