@@ -10,7 +10,9 @@ Two graph families, each at 10k, 100k and 1M nodes, where a quadratic pass would
   find "the node after" by scanning the graph, 5.9 s at 30k nodes and 34 s at 60k).
 qconv runs each with --time-passes; the table gives each stage's time per node (microseconds)
 and the ratio of the largest size's per-node time to the smallest's (linear: about 1; the
-target is within 2x).
+target is within 2x). Beside them, the memory floor at the same sizes: what a name table and a
+walk over the nodes cost per element on this host, when 10k elements fit in the caches and 1M
+do not.
 
     .venv/bin/python bench/bench_linear.py [--sizes 10000,100000,1000000] [--markdown FILE]
 """
@@ -123,6 +125,18 @@ def main() -> None:
                 ratio = row[-1] / row[0] if row[0] > 0.05 else float("nan")
                 lines.append(f"| {k} | " + " | ".join(f"{v:.2f}" for v in row) + f" | {ratio:.2f} |")
             lines.append("")
+    # the memory floor at the same sizes (bench/memory_floor.cpp): a name table, a node walk
+    floor = subprocess.run([os.path.join(args.build, "bench", "qconv_memory_floor"), *map(str, sizes)],
+                           capture_output=True, text=True, check=True).stdout.split()
+    per = {(floor[i], int(floor[i + 1])): float(floor[i + 2]) for i in range(0, len(floor), 3)}
+    lines += ["memory floor (bench/memory_floor.cpp): microseconds per element", "",
+              "| work | " + " | ".join(f"{s} elements" for s in sizes) + " | largest / smallest |",
+              "|---|" + "---:|" * (len(sizes) + 1)]
+    for kind, label in (("names", "name table (unordered_set<string>: insert, find)"),
+                        ("nodes", "node walk (one field of each, in allocation order)")):
+        row = [per[(kind, s)] for s in sizes]
+        lines.append(f"| {label} | " + " | ".join(f"{v:.3f}" for v in row) + f" | {row[-1] / row[0]:.2f} |")
+    lines.append("")
     text = "\n".join(lines)
     print(text)
     if args.markdown:
