@@ -2,6 +2,7 @@
 temporary file and keeps the old output; a file size limit is exit 5 with a message. The
 temporaries are anonymous (O_TMPFILE) until the commit links and renames them into place."""
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -66,5 +67,12 @@ def test_a_killed_run_leaves_no_temporary_and_keeps_the_old_output(big, sig, tmp
         time.sleep(whole * k / 10)
         p.send_signal(sig)
         p.wait()
-        assert os.listdir(tmp_path) == ["out.onnx"], f"left after {sig.name} at {k}/10: {os.listdir(tmp_path)}"
+        left = sorted(os.listdir(tmp_path))
+        if sig == signal.SIGKILL and len(left) == 2:
+            # the one thing SIGKILL can leave (docs/robustness.md): the linked temporary, whole,
+            # killed between its link and its rename (the other signals are held there)
+            assert re.fullmatch(r"\.out\.onnx\.qconv-\d+-\d+", left[0]) and (tmp_path / left[0]).read_bytes() == new
+            os.remove(tmp_path / left[0])
+            left = left[1:]
+        assert left == ["out.onnx"], f"left after {sig.name} at {k}/10: {os.listdir(tmp_path)}"
         assert dst.read_bytes() in (b"old output", new)

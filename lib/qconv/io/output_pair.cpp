@@ -13,8 +13,10 @@
 // the next commit to OUT removes at 4. The lock makes 2 to 4 one step for every qconv writing
 // to the folder: without it a writer's step 4 could remove the data file another has just
 // renamed in at its step 2. Where flock is not available (some network file systems) the
-// commit goes on without it.
+// commit goes on without it. SIGTERM, SIGINT, SIGHUP and SIGQUIT are held from 1 to 5: a
+// signal then ends the run just after the commit, not inside it.
 #include <dirent.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -49,6 +51,25 @@ class FolderLock {
 
  private:
   int fd_;
+};
+
+/// SIGTERM, SIGINT, SIGHUP and SIGQUIT held back for the commit's few system calls, delivered
+/// when it ends: a run interrupted there dies with the new pair in place, never with a linked
+/// temporary between its link and its rename. (SIGKILL cannot be held: docs/robustness.md.)
+class HoldInterrupts {
+ public:
+  HoldInterrupts() {
+    sigset_t hold;
+    sigemptyset(&hold);
+    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaddset(&hold, s);
+    pthread_sigmask(SIG_BLOCK, &hold, &old_);
+  }
+  ~HoldInterrupts() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  HoldInterrupts(const HoldInterrupts&) = delete;
+  HoldInterrupts& operator=(const HoldInterrupts&) = delete;
+
+ private:
+  sigset_t old_;
 };
 
 bool isProtected(const struct stat& st, const std::vector<std::pair<uint64_t, uint64_t>>& files) {
@@ -120,6 +141,7 @@ void PendingWrite::commit(const std::function<void()>& between) {
   const std::string base = baseOf(path_);
   std::string keep;
   {
+    HoldInterrupts hold;
     FolderLock lock(dir_);
     bool broughtIn = false;
     if (data_) {
