@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "qconv/diag.h"
+#include "qconv/io/model_io.h"
 
 namespace qconv::io {
 
@@ -117,9 +118,7 @@ int ExternalFiles::openBelowModelDir(const std::string& location, const std::str
   if (parts.empty()) throw bad("names no file");
 
   if (dirfd_ < 0) {
-    const auto slash = modelPath_.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : modelPath_.substr(0, slash + 1);
-    dirfd_ = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    dirfd_ = open(splitPath(modelPath_).dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd_ < 0) throw bad(fmt::format("cannot be read: cannot open the model's folder: {}", sysError()));
   }
   // Walk down one component at a time, never following a symbolic link: nothing outside the

@@ -199,6 +199,12 @@ void loadCheckerSchemas() {
   (void)onnx::OpSchemaRegistry::Schema("Conv", 1, onnx::ONNX_DOMAIN);
 }
 
+PathParts splitPath(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
 int64_t minIrVersionForOpset(int64_t opset) {
   if (opset >= 25) return 13;
   if (opset >= 24) return 12;

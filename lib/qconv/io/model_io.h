@@ -67,6 +67,13 @@ std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed = 
 /// model is converted and written. Thread-safe.
 void loadCheckerSchemas();
 
+/// A path's folder ("." when it names none, "/" for the root) and its last component (empty
+/// when the path ends with a slash).
+struct PathParts {
+  std::string dir, base;
+};
+PathParts splitPath(const std::string& path);
+
 struct WriteOptions {
   /// Write tensors of at least kExternalThreshold bytes to a data file beside the output
   /// (dataFileName; offsets aligned to kExternalAlignment); otherwise every tensor goes into the
@@ -74,6 +81,12 @@ struct WriteOptions {
   bool external_data = false;
   /// (device, inode) of files that must not be replaced or removed: the input and its data files.
   std::vector<std::pair<uint64_t, uint64_t>> protected_files;
+  /// Whether (dev, ino) is one of protected_files.
+  bool protects(uint64_t dev, uint64_t ino) const {
+    for (const auto& [d, i] : protected_files)
+      if (d == dev && i == ino) return true;
+    return false;
+  }
   /// Flush the files to disk before renaming them into place, and the folder after: the result
   /// then survives a power loss too. Without it the write is still atomic for every reader and
   /// against the process dying (temporary file + rename), as onnx.save and onnxruntime are not.
@@ -115,8 +128,7 @@ class PendingWrite {
  private:
   std::unique_ptr<TempFile> model_, data_;
   std::string dir_, path_;
-  bool durable_;
-  std::vector<std::pair<uint64_t, uint64_t>> protected_;
+  WriteOptions options_;  // durable, protected_files
 };
 
 /// Serialize to temporary files beside `path` (the model, and its data file when tensors go

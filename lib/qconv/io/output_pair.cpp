@@ -6,7 +6,7 @@
 //      the bytes are the same, so the old pair is untouched)
 //   3. rename the new model over OUT                 (OUT -> OUT.<b>.data: the new pair)
 //   4. remove OUT.<x>.data for every x != b          (no model at OUT names them any more)
-//   5. unlock; fsync the folder when durable
+//   5. fsync the folder when durable (--fsync); unlock
 //
 // A failure at 3 removes what 2 brought in (unless it was there before, with the same bytes),
 // and leaves the old pair. A writer killed between 2 and 3 leaves an unnamed data file, which
@@ -48,6 +48,8 @@ class FolderLock {
   }
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;
+  /// The folder, open for reading (-1 when it could not be opened).
+  int fd() const { return fd_; }
 
  private:
   int fd_;
@@ -72,21 +74,10 @@ class HoldInterrupts {
   sigset_t old_;
 };
 
-bool isProtected(const struct stat& st, const std::vector<std::pair<uint64_t, uint64_t>>& files) {
-  return std::any_of(files.begin(), files.end(), [&](const auto& id) {
-    return id.first == static_cast<uint64_t>(st.st_dev) && id.second == static_cast<uint64_t>(st.st_ino);
-  });
-}
-
-std::string baseOf(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 /// Step 4: every regular file of `dir` named as a data file of `base`, but `keep`, and not
 /// protected. Best effort: a file that cannot be removed is left (it is named by no model).
 void removeStaleData(const std::string& dir, const std::string& base, const std::string& keep,
-                     const std::vector<std::pair<uint64_t, uint64_t>>& protectedFiles) {
+                     const WriteOptions& options) {
   DIR* d = opendir(dir.c_str());
   if (!d) return;
   std::vector<std::string> stale;
@@ -95,19 +86,16 @@ void removeStaleData(const std::string& dir, const std::string& base, const std:
     if (name == keep || !isDataFileName(base, name)) continue;
     struct stat st {};
     if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (!isProtected(st, protectedFiles)) stale.push_back(name);
+    if (!options.protects(st.st_dev, st.st_ino)) stale.push_back(name);
   }
   for (const std::string& name : stale) unlinkat(dirfd(d), name.c_str(), 0);
   closedir(d);
 }
 
-/// Make the renames themselves durable: fsync the folder that holds them.
-void syncFolder(const std::string& dir, const std::string& path) {
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const bool ok = fd >= 0 && fsync(fd) == 0;
-  const std::string why = ok ? "" : sysError();
-  if (fd >= 0) close(fd);
-  if (!ok) throw Error(ExitCode::Output, fmt::format("{}: written, but its folder cannot be synced: {}", path, why));
+/// Make the renames themselves durable: fsync the folder that holds them (`fd`, the lock's).
+void syncFolder(int fd, const std::string& path) {
+  if (fd < 0 || fsync(fd) != 0)
+    throw Error(ExitCode::Output, fmt::format("{}: written, but its folder cannot be synced: {}", path, sysError()));
 }
 
 }  // namespace
@@ -125,12 +113,9 @@ bool isDataFileName(const std::string& base, const std::string& name) {
 
 PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir,
                            std::string path, const WriteOptions& options)
-    : model_(std::move(model)),
-      data_(std::move(data)),
-      dir_(std::move(dir)),
-      path_(std::move(path)),
-      durable_(options.durable),
-      protected_(options.protected_files) {}
+    : model_(std::move(model)), data_(std::move(data)), dir_(std::move(dir)), path_(std::move(path)), options_(options) {
+  options_.file_backed = nullptr;  // written already
+}
 PendingWrite::PendingWrite(PendingWrite&&) noexcept = default;
 PendingWrite::~PendingWrite() = default;
 
@@ -138,30 +123,27 @@ void PendingWrite::commit() { commit({}); }
 
 void PendingWrite::commit(const std::function<void()>& between) {
   QCONV_ASSERT(model_, "{}: PendingWrite committed twice", path_);
-  const std::string base = baseOf(path_);
+  HoldInterrupts hold;
+  FolderLock lock(dir_);
   std::string keep;
-  {
-    HoldInterrupts hold;
-    FolderLock lock(dir_);
-    bool broughtIn = false;
-    if (data_) {
-      keep = baseOf(data_->target());
-      struct stat st {};
-      broughtIn = lstat(data_->target().c_str(), &st) != 0;
-      data_->commit();
-    }
-    try {
-      if (between) between();
-      model_->commit();
-    } catch (...) {
-      if (broughtIn) unlink(data_->target().c_str());
-      throw;
-    }
-    removeStaleData(dir_, base, keep, protected_);
+  bool broughtIn = false;
+  if (data_) {
+    keep = splitPath(data_->target()).base;
+    struct stat st {};
+    broughtIn = lstat(data_->target().c_str(), &st) != 0;
+    data_->commit();
   }
+  try {
+    if (between) between();
+    model_->commit();
+  } catch (...) {
+    if (broughtIn) unlink(data_->target().c_str());
+    throw;
+  }
+  removeStaleData(dir_, splitPath(path_).base, keep, options_);
   model_.reset();
   data_.reset();
-  if (durable_) syncFolder(dir_, path_);
+  if (options_.durable) syncFolder(lock.fd(), path_);
 }
 
 }  // namespace qconv::io

@@ -162,19 +162,15 @@ class FileSink : public SpliceSink {
 
 void refuseProtected(const std::string& path, const WriteOptions& options) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return;
-  for (const auto& [dev, ino] : options.protected_files)
-    if (dev == static_cast<uint64_t>(st.st_dev) && ino == static_cast<uint64_t>(st.st_ino))
-      throw Error(ExitCode::Usage,
-                  fmt::format("{}: this file is the input or holds its external data; qconv never modifies its input", path));
+  if (lstat(path.c_str(), &st) == 0 && options.protects(st.st_dev, st.st_ino))
+    throw Error(ExitCode::Usage,
+                fmt::format("{}: this file is the input or holds its external data; qconv never modifies its input", path));
 }
 
 }  // namespace
 
 PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  const auto [dir, base] = splitPath(path);
   if (base.empty() || base == "." || base == "..")
     throw Error(ExitCode::Output, fmt::format("{}: output path names no file", path));
   refuseProtected(path, options);

@@ -54,8 +54,7 @@ std::string summary(const PassContext& ctx) {
 /// exit 5, untouched, when it is something else than a regular file (a device, a FIFO, a socket,
 /// or a symbolic link to one): qconv replaces only regular files.
 void checkOutputPath(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  const std::string base = io::splitPath(path).base;
   if (base.empty() || base == "." || base == "..")
     throw Error(ExitCode::Usage, fmt::format("'{}': the output path names a folder or nothing; give a file name", path));
   struct stat st {};
