@@ -58,10 +58,10 @@ int64_t minOpsetFor(const ir::Node& n) {
   return 0;
 }
 
-/// Make each generated name unique among `existing` (what mayCollide kept of the names that
-/// are not generated) and the names given before it: the hint, else hint_1, hint_2, ...
-template <typename Item, typename Rename>
-void uniquify(const std::vector<Item*>& generated, std::unordered_set<std::string>& taken, Rename rename) {
+/// Name each generated item (node or value) its hint, else hint_1, hint_2, ...: the first not
+/// in `taken` (the existing names mayCollide kept, and the names given before it).
+template <typename Item>
+void uniquify(ir::Graph& graph, const std::vector<Item*>& generated, std::unordered_set<std::string>& taken) {
   std::unordered_map<std::string, int> counters;
   for (Item* item : generated) {
     const std::string& hint = item->name();
@@ -69,7 +69,7 @@ void uniquify(const std::vector<Item*>& generated, std::unordered_set<std::strin
     int& k = counters[hint];
     while (taken.count(name)) name = fmt::format("{}_{}", hint, ++k);
     taken.insert(name);
-    rename(item, std::move(name));
+    graph.setName(item, std::move(name));
   }
 }
 
@@ -88,7 +88,7 @@ void assignNames(ir::Model& model) {
     std::unordered_set<std::string> taken;
     for (const auto& n : graph.nodes())
       if (!n->hasGeneratedName() && !n->name().empty() && nodeBases.mayCollide(n->name())) taken.insert(n->name());
-    uniquify(nodes, taken, [&](ir::Node* n, std::string name) { graph.setName(n, std::move(name)); });
+    uniquify(graph, nodes, taken);
   }
 
   std::vector<ir::Value*> values;
@@ -107,7 +107,7 @@ void assignNames(ir::Model& model) {
       if (a.has_g()) collectSubgraphNames(a.g(), valueBases, taken);
       for (const auto& sg : a.graphs()) collectSubgraphNames(sg, valueBases, taken);
     }
-  uniquify(values, taken, [&](ir::Value* v, std::string name) { graph.setName(v, std::move(name)); });
+  uniquify(graph, values, taken);
 }
 
 }  // namespace
