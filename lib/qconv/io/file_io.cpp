@@ -2,7 +2,6 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/checker.h>
-#include <onnx/defs/schema.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +17,14 @@
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
+#include "qconv/io/op_schemas.h"
 #include "qconv/ir/tensor.h"
+
+// libonnx 1.12 exports the form of check_model that takes a CheckerContext (check_model(model)
+// is that with a default context), but its header does not declare it.
+namespace onnx::checker {
+void check_model(const ModelProto& model, CheckerContext& ctx);
+}  // namespace onnx::checker
 
 namespace qconv::io {
 
@@ -116,7 +122,10 @@ void requireModel(const onnx::ModelProto& model, const std::string& path) {
 onnx::ModelProto parseWhole(int fd, size_t size, const std::string& path) {
   onnx::ModelProto model;
   MappedChunks file(fd, size);
-  if (!file.mapped()) throw Error(ExitCode::BadInput, fmt::format("{}: cannot map: {}", path, sysError()));
+  if (!file.mapped()) {
+    if (errno == ENOMEM) throw std::bad_alloc();  // the address space is full: exit 6, as any allocation
+    throw Error(ExitCode::BadInput, fmt::format("{}: cannot map: {}", path, sysError()));
+  }
   bool parsed = false;
   {
     google::protobuf::io::CodedInputStream in(&file);
@@ -176,14 +185,18 @@ bool checkerApplies(const onnx::ModelProto& model, const FileBacked* file_backed
   return true;
 }
 
-std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed) {
+std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed, const OpSchemas* schemas) {
   if (!checkerApplies(model, file_backed)) return {};
   std::vector<std::unique_ptr<RawDataStandIn>> standIns;
   for (auto& t : *model.mutable_graph()->mutable_initializer())
     if (const FileRange* r = findRange(file_backed, t))  // an empty tensor holds no value field
       standIns.push_back(std::make_unique<RawDataStandIn>(t, std::string(r->length ? 1 : 0, '\0')));
+  std::unique_ptr<OpSchemas> own;
+  if (!schemas) schemas = (own = std::make_unique<OpSchemas>()).get();
   try {
-    onnx::checker::check_model(model);
+    onnx::checker::CheckerContext ctx;  // what check_model(model) makes, with our schemas
+    ctx.set_schema_registry(schemas);
+    onnx::checker::check_model(model, ctx);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
@@ -192,11 +205,6 @@ std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed) {
     return msg.empty() ? "rejected by the ONNX checker" : msg;
   }
   return {};
-}
-
-void loadCheckerSchemas() {
-  // the registry fills itself, once and thread-safely, on its first lookup
-  (void)onnx::OpSchemaRegistry::Schema("Conv", 1, onnx::ONNX_DOMAIN);
 }
 
 PathParts splitPath(const std::string& path) {
