@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
 #ifdef QCONV_SANITIZED
   return code;  // LeakSanitizer checks at a normal exit
 #else
-  // run() has freed everything it made and closed its files; what is left is libonnx's schema
-  // registry, whose static destructors take ~2 ms (docs/benchmarks.md). The OS reclaims it.
+  // run() has freed everything it made and closed its files; what is left are the libraries'
+  // static objects (protobuf's descriptors), whose destructors the OS makes needless.
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);

@@ -17,6 +17,7 @@
 namespace qconv::io {
 
 class ExternalFiles;
+class OpSchemas;
 
 /// Read and parse all of `path` (mapped in chunks, never modified; peak memory is the parsed
 /// model plus 16 MiB). Throws Error(BadInput) naming the file when it cannot be read or is not
@@ -60,12 +61,10 @@ bool checkerApplies(const onnx::ModelProto& model, const FileBacked* file_backed
 /// only for whether it is there (onnx/checker.cc, check_tensor), so each file-backed
 /// initializer is shown to it with a stand-in byte (none for an empty tensor) in place of its
 /// bytes, whose length import checked; the model is put back as it was before this returns.
-std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed = nullptr);
-
-/// Register the ONNX operator schemas the checker reads. libonnx does it on the checker's first
-/// call, and it is the checker's whole cost (about 7 ms); run it on another thread while the
-/// model is converted and written. Thread-safe.
-void loadCheckerSchemas();
+/// The checker reads its operator schemas from `schemas` (a batch shares one), else from an
+/// OpSchemas of its own; never from libonnx's registry, which would build all of them.
+std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed = nullptr,
+                       const OpSchemas* schemas = nullptr);
 
 /// A path's folder ("." when it names none, "/" for the root) and its last component (empty
 /// when the path ends with a slash).

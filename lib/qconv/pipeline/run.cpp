@@ -7,8 +7,6 @@
 #include <spdlog/sinks/base_sink.h>
 #include <sys/stat.h>
 
-#include <future>
-
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
@@ -85,13 +83,6 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
                   options.input);
 
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });
-  // The checker's one cost, loading the operator schemas, runs on a second thread from here to
-  // the check: after the read, which it would slow down (both allocate), and alongside the
-  // passes and the write. Only when the output is likely to be checked (the input is; or its
-  // external data goes inline): on a wrong guess checkModel loads them itself.
-  std::future<void> schemas;
-  if (io::checkerApplies(input.proto) || options.inline_data)
-    schemas = std::async(std::launch::async, io::loadCheckerSchemas);
   const std::shared_ptr<io::ExternalFiles> files = input.files;  // what the file-backed tensors read from
   ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), options.input); });
   pm.run(model, ctx, options.dump ? &out : nullptr);
@@ -120,7 +111,6 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
   // The ONNX checker judges the output before it is renamed into place.
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, options.output, write); });
   pm.timeStage("check", [&] {
-    if (schemas.valid()) schemas.get();
     if (std::string why = io::checkModel(result, &fileBacked); !why.empty()) refuseInvalid(options.input, why);
   });
   pm.timeStage("commit", [&] { pending.commit(); });

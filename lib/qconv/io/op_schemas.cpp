@@ -1,0 +1,65 @@
+#include "qconv/io/op_schemas.h"
+
+#include <onnx/defs/operator_sets.h>
+#include <onnx/defs/operator_sets_ml.h>
+#include <onnx/defs/operator_sets_preview.h>
+#include <onnx/defs/operator_sets_training.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+namespace qconv::io {
+
+namespace {
+
+struct Declared {
+  const char* op;
+  const char* domain;
+  int since;
+  onnx::OpSchema (*make)();
+};
+
+constexpr const char* domainOf(std::string_view set) {
+  return set == "Onnx"           ? onnx::ONNX_DOMAIN
+         : set == "OnnxML"       ? onnx::AI_ONNX_ML_DOMAIN
+         : set == "OnnxTraining" ? onnx::AI_ONNX_TRAINING_DOMAIN
+                                 : onnx::AI_ONNX_PREVIEW_TRAINING_DOMAIN;
+}
+
+// every schema class libonnx's headers declare (third_party/OnnxSchemaTable.cmake)
+#define QCONV_SCHEMA(set, ver, name) \
+  {#name, domainOf(#set), ver, &onnx::GetOpSchema<onnx::ONNX_OPERATOR_SET_SCHEMA_CLASS_NAME(set, ver, name)>},
+#define QCONV_PREVIEW_SCHEMA(ver, name) QCONV_SCHEMA(OnnxPreview, ver, name)
+const Declared kDeclared[] = {
+#include "qconv/onnx_schemas.inc"
+};
+#undef QCONV_PREVIEW_SCHEMA
+#undef QCONV_SCHEMA
+
+}  // namespace
+
+size_t OpSchemas::declared() { return std::size(kDeclared); }
+
+size_t OpSchemas::built() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return built_.size();
+}
+
+const onnx::OpSchema* OpSchemas::GetSchema(const std::string& op, int max_version, const std::string& domain) const {
+  // the declaration with the greatest since-version not above max_version (the table is short:
+  // a scan costs less than building one schema)
+  const Declared* best = nullptr;
+  for (const Declared& d : kDeclared)
+    if (d.since <= max_version && op == d.op && domain == d.domain && (!best || d.since > best->since)) best = &d;
+  if (!best) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = built_[{op, domain, best->since}];
+  if (!slot) {
+    slot = std::make_unique<onnx::OpSchema>(best->make());
+    slot->Finalize();
+  }
+  return slot.get();
+}
+
+}  // namespace qconv::io
