@@ -111,6 +111,11 @@ Node* Graph::allocateNode() {
   return &node_chunks_.back()[chunk_used_++];
 }
 
+Node* Graph::madeNode(size_t ordinal) const {
+  QCONV_ASSERT(ordinal < next_ordinal_, "madeNode({}) of {} made", ordinal, next_ordinal_);
+  return &node_chunks_[ordinal / kNodeChunk][ordinal % kNodeChunk];  // allocateNode's order
+}
+
 Node* Graph::appendNode(std::unique_ptr<onnx::NodeProto> proto, const std::vector<Value*>& inputs,
                         const std::vector<Value*>& outputs, const std::vector<Value*>& implicit_inputs) {
   Node* n = allocateNode();

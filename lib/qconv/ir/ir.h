@@ -143,6 +143,10 @@ class Graph {
   bool isAlive(const Node* n) const;
   /// The node after `n` in order (null: `n` is the last), in O(1).
   Node* nextNode(const Node* n) const;
+  /// How many nodes the graph has made; the one made `ordinal`-th (0-based; perhaps destroyed
+  /// since, see isAlive): nodes made since a count are madeNode(count) .. madeNode(nodesMade()-1).
+  size_t nodesMade() const { return next_ordinal_; }
+  Node* madeNode(size_t ordinal) const;
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   /// Initializers in emit order (originals first, in file order; then the ones passes added).

@@ -89,6 +89,18 @@ inline std::string prefixed(const std::string& declined, const std::string& reas
   return declined.empty() ? reason : declined + ": " + reason;
 }
 
+/// The action, and the group in ctx.rewritten() when it changed the graph: made a node or
+/// destroyed the root (an action that only annotates, as check-saturation's, records nothing).
+template <typename Rule, typename Group>
+void rewriteAndRecord(ir::Graph& graph, ir::Node& root, Group& group, PassContext& ctx, Rule& rule) {
+  const size_t made = graph.nodesMade();
+  Rewritten record{ctx.pass(), root.label(), root.opType(), {}};
+  rule.rewrite(graph, group, ctx);
+  for (size_t i = made; i < graph.nodesMade(); ++i)
+    if (const ir::Node* n = graph.madeNode(i); graph.isAlive(n)) record.became.push_back(n->opType());
+  if (!record.became.empty() || !graph.isAlive(&root)) ctx.rewrote(std::move(record));
+}
+
 template <typename Rule>
 void applyRule(ir::Graph& graph, PassContext& ctx, Rule& rule) {
   for (ir::Node* n : graph.nodeSnapshot()) {
@@ -101,7 +113,7 @@ void applyRule(ir::Graph& graph, PassContext& ctx, Rule& rule) {
     do {
       auto m = rule.select(*n);
       if (m.isNone()) break;
-      if (m.selected()) rule.rewrite(graph, m.group(), ctx);
+      if (m.selected()) rewriteAndRecord(graph, *n, m.group(), ctx, rule);
       else ctx.report(m.kind(), m.subject().empty() ? n->label() : m.subject(), prefixed(rule.declined(*n), m.reason()));
     } while (detail::SeveralPerNode<Rule>::value && graph.isAlive(n));
   }

@@ -26,6 +26,7 @@ void PassContext::report(Report kind, const std::string& subject, const std::str
       break;
   }
   reports_[kind].push_back(std::move(line));
+  said_.push_back({kind, pass_, subject, text});
 }
 
 const std::vector<std::string>& PassContext::reports(Report kind) const {

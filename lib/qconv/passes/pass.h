@@ -51,6 +51,23 @@ enum class Report {
   Warning,        // something to act on though the conversion is exact                  (warning)
 };
 
+/// One thing a pass said, kept for the report (--report): which pass, about what, what.
+struct Said {
+  Report kind;
+  std::string pass;
+  std::string subject;  // a node's label, a value's name, or the file
+  std::string text;
+};
+
+/// A group an action rewrote (applyRule records it): the node the selector was asked at, its
+/// operator, and the operators of the nodes the action made that are still in the graph.
+struct Rewritten {
+  std::string pass;
+  std::string node;
+  std::string op;
+  std::vector<std::string> became;
+};
+
 class PassContext {
  public:
   PassContext(spdlog::logger& log, PassOptions options, std::string path)
@@ -63,6 +80,13 @@ class PassContext {
   void report(Report kind, const std::string& subject, const std::string& text);
   void report(Report kind, const ir::Node& n, const std::string& text) { report(kind, n.label(), text); }
   void count(const std::string& what, int n = 1) { counters_[what] += n; }
+  /// The pass now running (the pass manager sets it), named in what is recorded.
+  void setPass(std::string_view name) { pass_ = name; }
+  const std::string& pass() const { return pass_; }
+  void rewrote(Rewritten group) { rewritten_.push_back(std::move(group)); }
+  /// Everything reported but Detail, in order; every group rewritten, in order.
+  const std::vector<Said>& said() const { return said_; }
+  const std::vector<Rewritten>& rewritten() const { return rewritten_; }
 
   /// The lines reported, by kind, in order.
   const std::vector<std::string>& reports(Report kind) const;
@@ -80,6 +104,9 @@ class PassContext {
   std::map<Report, std::vector<std::string>> reports_;
   std::map<std::string, int> counters_;
   std::map<std::string, std::string> unconvertible_;  // node label -> text
+  std::string pass_;
+  std::vector<Said> said_;
+  std::vector<Rewritten> rewritten_;
 };
 
 using PassFn = void (*)(ir::Model&, PassContext&);

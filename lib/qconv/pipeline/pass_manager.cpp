@@ -50,12 +50,14 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump) {
     ir::dump(model.graph, *dump);
   }
   for (const PassInfo* p : passes_) {
+    ctx.setPass(p->name);
     timeStage(std::string(p->name), [&] { p->run(model, ctx); });
     if (dump) {
       fmt::print(*dump, "; IR after {}\n", p->name);
       ir::dump(model.graph, *dump);
     }
   }
+  ctx.setPass("");
 }
 
 }  // namespace qconv
