@@ -22,8 +22,19 @@ int main(int argc, char** argv) {
   qconv::ConvertOptions options;
   bool quiet = false, verbose = false;
   auto* convert = app.add_subcommand("convert", "convert IN into OUT");
-  convert->add_option("input", options.input, "input model (.onnx); never modified")->required();
-  convert->add_option("output", options.output, "output model (.onnx); written atomically")->required();
+  std::vector<std::string> files;
+  convert->add_option("files", files,
+                      "IN OUT: the input model (never modified) and the output (written atomically); with "
+                      "--out-dir, the input models")
+      ->required();
+  convert->add_option("--out-dir", options.out_dir,
+                      "a batch: convert each IN to DIR/<its file name> in this one process (exit code: the "
+                      "greatest of the items')");
+  convert->add_option("-j,--jobs", options.jobs, "with --out-dir: convert N models at once (default 1)")
+      ->check(CLI::Range(1, 256));
+  convert->add_option("--report", options.report,
+                      "write what was done as JSON to this file: inputs, outputs, rewritten groups, refusals, "
+                      "approximations, stage times, exit code (schema: docs/cli.md)");
   std::string format;
   convert->add_option("--format", format, "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ")
       ->required()
@@ -87,6 +98,15 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("--format {}: {}\n", f == qconv::Format::Qop ? "qop" : "qdq", list);
     }
     return 0;
+  }
+  if (!options.out_dir.empty()) {
+    options.inputs = files;
+  } else if (files.size() == 2) {
+    options.input = files[0];
+    options.output = files[1];
+  } else {
+    std::cerr << "qconv: error: convert takes IN OUT, or --out-dir DIR IN... (run 'qconv --help')\n";
+    return static_cast<int>(qconv::ExitCode::Usage);
   }
   options.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
   auto typeOf = [](const std::string& t) { return t.empty() ? 0 : t == "uint8" ? 2 : 3; };  // TensorProto UINT8, INT8

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,6 +93,10 @@ struct WriteOptions {
   bool durable = false;
   /// The model's file-backed tensors (exportModel), copied from their files.
   const FileBacked* file_backed = nullptr;
+  /// A batch's: commit() holds it shared, and the batch takes it exclusive before it dies of a
+  /// signal, so that no conversion of the batch is between its renames then (a lone run blocks
+  /// the signals instead, as each commit does here too, but a batch has several threads).
+  std::shared_mutex* commit_gate = nullptr;
 };
 
 class TempFile;
@@ -123,12 +128,18 @@ class PendingWrite {
   /// For tests of a failed commit: the data file goes in, then `between` runs (and may throw),
   /// then the model.
   void commit(const std::function<void()>& between);
+  /// The path of the data file commit() brings in, or empty when all is in the model.
+  std::string dataFile() const;
 
  private:
   std::unique_ptr<TempFile> model_, data_;
   std::string dir_, path_;
   WriteOptions options_;  // durable, protected_files
 };
+
+/// Write `text` to `path` whole or not at all (a temporary file renamed over it), as the
+/// model is written. Throws Error(Output) naming the file.
+void writeTextFile(const std::string& path, const std::string& text);
 
 /// Serialize to temporary files beside `path` (the model, and its data file when tensors go
 /// external): never a partial file, never a followed symlink, nothing written outside the

@@ -121,8 +121,12 @@ PendingWrite::~PendingWrite() = default;
 
 void PendingWrite::commit() { commit({}); }
 
+std::string PendingWrite::dataFile() const { return data_ ? data_->target() : std::string(); }
+
 void PendingWrite::commit(const std::function<void()>& between) {
   QCONV_ASSERT(model_, "{}: PendingWrite committed twice", path_);
+  std::shared_lock<std::shared_mutex> gate;
+  if (options_.commit_gate) gate = std::shared_lock<std::shared_mutex>(*options_.commit_gate);
   HoldInterrupts hold;
   FolderLock lock(dir_);
   std::string keep;

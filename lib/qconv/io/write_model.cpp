@@ -169,6 +169,16 @@ void refuseProtected(const std::string& path, const WriteOptions& options) {
 
 }  // namespace
 
+void writeTextFile(const std::string& path, const std::string& text) {
+  const auto [dir, base] = splitPath(path);
+  if (base.empty() || base == "." || base == "..")
+    throw Error(ExitCode::Output, fmt::format("{}: the path names no file", path));
+  TempFile out(dir, base, path);
+  writeAll(out, text.data(), text.size(), 0);
+  out.finish(false);
+  out.commit();
+}
+
 PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
   const auto [dir, base] = splitPath(path);
   if (base.empty() || base == "." || base == "..")

@@ -3,13 +3,15 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <spdlog/logger.h>
-#include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
 #include <sys/stat.h>
+
+#include <chrono>
 
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
+#include "qconv/pipeline/item.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/passes/opset_history.h"
 #include "qconv/quant.h"
@@ -41,9 +43,10 @@ std::string summary(const PassContext& ctx) {
 /// The output fails the ONNX checker: the input's fault (exit 3, with the checker's words on
 /// the input) when the input fails it too, else ours (exit 70). The input is only read again
 /// here, on this path: a valid model pays for one checker run, on the output.
-[[noreturn]] void refuseInvalid(const std::string& input, const std::string& output_why) {
+[[noreturn]] void refuseInvalid(const std::string& input, const std::string& output_why,
+                                const io::OpSchemas& schemas) {
   onnx::ModelProto model = io::readModelFile(input);
-  if (std::string why = io::checkModel(model); !why.empty())
+  if (std::string why = io::checkModel(model, nullptr, &schemas); !why.empty())
     throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", input, why));
   throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", output_why));
 }
@@ -64,36 +67,82 @@ void checkOutputPath(const std::string& path) {
                                               "files, and leaves it as it is", path, fileKind(st.st_mode)));
 }
 
-void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err, spdlog::logger& log) {
-  checkOutputPath(options.output);
-  if (sameFile(options.input, options.output))
-    throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
-                                             options.output));
+}  // namespace
+
+void checkFlags(const ConvertOptions& options) {
   if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
     throw Error(ExitCode::Usage, "--activation-type int8 with --weight-type uint8: no onnxruntime kernel takes int8 "
                                  "activations with uint8 weights");
   if (options.contrib && options.format == Format::Qdq)
     throw Error(ExitCode::Usage, "--contrib writes onnxruntime's QOperator ops: it goes with --format qop, not qdq");
   if (options.opset) checkOpsetFlag(options.opset);
+}
+
+void StderrLines::write(std::string_view line) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  os_.write(line.data(), static_cast<std::streamsize>(line.size()));
+  os_.flush();
+}
+
+void PrintableSink::sink_it_(const spdlog::details::log_msg& msg) {
+  std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
+  if (text.rfind(prefix_, 0) != 0) text = prefix_ + text;
+  spdlog::details::log_msg safe = msg;
+  safe.payload = text;
+  spdlog::memory_buf_t line;
+  formatter_->format(safe, line);
+  lines_.write(std::string_view(line.data(), line.size()));
+}
+
+std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix) {
+  auto log = std::make_unique<spdlog::logger>("qconv", std::make_shared<PrintableSink>(err, prefix));
+  log->set_pattern("qconv: %l: %v");
+  log->set_level(verbosity <= 0 ? spdlog::level::warn : verbosity == 1 ? spdlog::level::info : spdlog::level::debug);
+  return log;
+}
+
+namespace {
+
+void convert(const ConvertOptions& options, const Item& item, ItemReport& report, spdlog::logger& log,
+             std::ostream& out) {
+  checkOutputPath(item.output);
+  if (sameFile(item.input, item.output))
+    throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
+                                             item.output));
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
+  struct KeepTimings {  // what was timed, also when a stage throws
+    PassManager& pm;
+    ItemReport& report;
+    ~KeepTimings() { report.stages = pm.timings(); }
+  } keep{pm, report};
   PassContext ctx(log,
                   PassOptions{options.raise_weight_scale, options.approximate, options.weight_type,
                               options.activation_type, options.check_saturation, options.opset, options.contrib,
                               options.format == Format::Qop},
-                  options.input);
+                  item.input);
+  struct KeepSaid {
+    PassContext& ctx;
+    ItemReport& report;
+    ~KeepSaid() {
+      report.said = ctx.said();
+      report.rewritten = ctx.rewritten();
+      report.counts = ctx.counters();
+    }
+  } keepSaid{ctx, report};
 
-  io::InputModel input = pm.timeStage("read", [&] { return io::openModel(options.input); });
+  io::InputModel input = pm.timeStage("read", [&] { return io::openModel(item.input); });
   const std::shared_ptr<io::ExternalFiles> files = input.files;  // what the file-backed tensors read from
-  ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), options.input); });
+  ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), item.input); });
   pm.run(model, ctx, options.dump ? &out : nullptr);
 
   io::WriteOptions write;
   write.durable = options.fsync;
+  write.commit_gate = item.commit_gate;
   if (files) {
     write.protected_files = files->identities();
     write.external_data = !files->identities().empty() && !options.inline_data;
   }
-  if (struct stat st {}; stat(options.input.c_str(), &st) == 0)  // never removed as a stale data file
+  if (struct stat st {}; stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
     write.protected_files.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
   io::FileBacked fileBacked;  // the output's tensors whose bytes are still in the input's files
   write.file_backed = &fileBacked;
@@ -109,59 +158,74 @@ void convert(const ConvertOptions& options, std::ostream& out, std::ostream& err
     return m;
   });
   // The ONNX checker judges the output before it is renamed into place.
-  io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, options.output, write); });
+  io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
   pm.timeStage("check", [&] {
-    if (std::string why = io::checkModel(result, &fileBacked); !why.empty()) refuseInvalid(options.input, why);
+    if (std::string why = io::checkModel(result, &fileBacked, &item.schemas); !why.empty())
+      refuseInvalid(item.input, why, item.schemas);
   });
+  report.data_file = pending.dataFile();
   pm.timeStage("commit", [&] { pending.commit(); });
-  log.info("{}: {}", options.output, summary(ctx));
-  if (options.time_passes)
-    for (const auto& t : pm.timings()) fmt::print(err, "qconv: time: {:<20} {:9.2f} ms\n", t.name, t.milliseconds);
+  log.info("{}: {}", item.output, summary(ctx));
 }
-
-/// stderr's sink: each message through printable() (diag.h) before it is formatted and written.
-class PrintableSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
- public:
-  explicit PrintableSink(std::ostream& os) : os_(os) {}
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    const std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
-    spdlog::details::log_msg safe = msg;
-    safe.payload = text;
-    spdlog::memory_buf_t line;
-    formatter_->format(safe, line);
-    os_.write(line.data(), static_cast<std::streamsize>(line.size()));
-    os_.flush();
-  }
-  void flush_() override { os_.flush(); }
-
- private:
-  std::ostream& os_;
-};
 
 }  // namespace
 
-int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
-  auto sink = std::make_shared<PrintableSink>(err);
-  spdlog::logger log("qconv", sink);
-  log.set_pattern("qconv: %l: %v");
-  log.set_level(options.verbosity <= 0 ? spdlog::level::warn
-                                       : options.verbosity == 1 ? spdlog::level::info : spdlog::level::debug);
+int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,
+                std::ostream& out) {
+  // In a batch every line names its input: "qconv: warning: a.onnx: conv_4: ..."
+  const auto logger = stderrLogger(err, options.verbosity, item.batch ? item.input + ": " : "");
+  spdlog::logger& log = *logger;
+  report.input = item.input;
+  report.output = item.output;
+  auto fail = [&](int code, const std::string& what) {
+    log.error("{}", what);
+    report.exit_code = code;
+    report.error = printable(what);
+    return code;
+  };
   try {
-    convert(options, out, err, log);
+    if (!item.batch) checkFlags(options);
+    convert(options, item, report, log, out);
+    if (options.time_passes)
+      for (const auto& t : report.stages)
+        err.write(fmt::format("qconv: time: {}{:<20} {:9.2f} ms\n", item.batch ? printable(item.input) + ": " : "",
+                              t.name, t.milliseconds));
     return 0;
   } catch (const Error& e) {
-    log.error("{}", e.what());
-    return static_cast<int>(e.code());
+    return fail(static_cast<int>(e.code()), e.what());
   } catch (const std::bad_alloc&) {
-    log.error("{}: out of memory: the conversion needs more memory than this process may have (ulimit -v, a "
-              "cgroup's limit); nothing was written", options.input);
-    return static_cast<int>(ExitCode::OutOfMemory);
+    return fail(static_cast<int>(ExitCode::OutOfMemory),
+                fmt::format("{}: out of memory: the conversion needs more memory than this process may have (ulimit "
+                            "-v, a cgroup's limit); nothing was written", item.input));
   } catch (const std::exception& e) {
-    log.error("internal error: {}", e.what());
-    return static_cast<int>(ExitCode::Internal);
+    return fail(static_cast<int>(ExitCode::Internal), fmt::format("internal error: {}", e.what()));
   }
+}
+
+int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
+  const auto started = std::chrono::steady_clock::now();
+  StderrLines lines(err);
+  RunReport report;
+  report.format = options.format == Format::Qop ? "qop" : "qdq";
+  int code = 0;
+  if (!options.out_dir.empty() || !options.inputs.empty()) {
+    code = runBatch(options, out, lines, report);
+  } else {
+    io::OpSchemas schemas;
+    report.items.emplace_back();
+    code = convertItem(options, Item{options.input, options.output, schemas, nullptr, false}, report.items.back(),
+                       lines, out);
+  }
+  report.exit_code = code;
+  if (options.report.empty()) return code;
+  report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  try {
+    io::writeTextFile(options.report, reportJson(report));
+  } catch (const Error& e) {
+    stderrLogger(lines, options.verbosity)->error("{}", e.what());
+    return std::max(code, static_cast<int>(e.code()));
+  }
+  return code;
 }
 
 }  // namespace qconv

@@ -13,6 +13,11 @@ enum class Format { Qop, Qdq };
 struct ConvertOptions {
   std::string input;
   std::string output;
+  /// A batch (--out-dir DIR IN...): each input converted to DIR/<its file name>, in one process.
+  std::vector<std::string> inputs;
+  std::string out_dir;
+  int jobs = 1;                     // conversions at once in a batch (-j)
+  std::string report;               // --report FILE.json: what was done (docs/cli.md), also on failure
   Format format = Format::Qop;
   /// Pass names to run instead of the format's pipeline (--passes=a,b).
   std::vector<std::string> passes;
@@ -33,9 +38,10 @@ struct ConvertOptions {
 /// The passes a format runs, in order.
 std::vector<std::string> pipelineFor(Format format);
 
-/// Convert options.input into options.output. Diagnostics go to `err` (one line per problem,
-/// "qconv: error: <file>: <node>: <what>"), dumps to `out`. Returns the exit code
-/// (qconv::ExitCode); on failure no output file is left behind.
+/// Convert options.input into options.output, or with out_dir each of options.inputs into it.
+/// Diagnostics go to `err` (one line per problem, "qconv: error: <file>: <node>: <what>"),
+/// dumps to `out`. Returns the exit code (qconv::ExitCode; a batch's is the greatest of its
+/// items'); a failed conversion leaves no output file behind, and never stops a batch.
 int run(const ConvertOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace qconv

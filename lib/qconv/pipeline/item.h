@@ -1,0 +1,73 @@
+// One conversion, as run() and a batch (batch.cpp) do it: the pipeline's internals, not API.
+#pragma once
+
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/logger.h>
+#include <spdlog/sinks/base_sink.h>
+
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+
+#include "qconv/diag.h"
+#include "qconv/io/op_schemas.h"
+#include "qconv/pipeline/report.h"
+#include "qconv/pipeline/run.h"
+
+namespace qconv {
+
+/// stderr, shared by a batch's conversions: whole lines, one at a time.
+class StderrLines {
+ public:
+  explicit StderrLines(std::ostream& os) : os_(os) {}
+  void write(std::string_view line);
+
+ private:
+  std::mutex mutex_;
+  std::ostream& os_;
+};
+
+/// One conversion's log sink: each message through printable() (diag.h) before it is
+/// formatted, then written to the shared StderrLines. A message that does not start with
+/// `prefix` (a batch item's input, "a.onnx: ") gets it in front.
+class PrintableSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  PrintableSink(StderrLines& lines, std::string prefix) : lines_(lines), prefix_(printable(prefix)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override;
+  void flush_() override {}
+
+ private:
+  StderrLines& lines_;
+  std::string prefix_;
+};
+
+/// What one conversion needs besides the options.
+struct Item {
+  std::string input;
+  std::string output;
+  const io::OpSchemas& schemas;       // the checker's, shared by a batch
+  std::shared_mutex* commit_gate;     // a batch's (io::WriteOptions::commit_gate), else null
+  bool batch;                         // an item of a batch: --time-passes lines name the input
+};
+
+/// Convert item.input into item.output: diagnostics to `err`, what was done in `report`.
+/// Returns the exit code; never throws.
+int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,
+                std::ostream& out);
+
+/// A logger on `err`: "qconv: <level>: " + `prefix` (unless the message starts with it) + message.
+std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix = "");
+
+/// Flags that contradict each other: Error(Usage).
+void checkFlags(const ConvertOptions& options);
+
+/// A batch: run() with options.out_dir. Returns the greatest exit code of its items (or 2 for
+/// a usage error of the batch itself, before any is converted).
+int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report);
+
+}  // namespace qconv

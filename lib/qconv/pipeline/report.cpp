@@ -1,0 +1,79 @@
+#include "qconv/pipeline/report.h"
+
+#include <nlohmann/json.hpp>
+
+namespace qconv {
+
+namespace {
+
+using Json = nlohmann::ordered_json;  // keys in the order written: a stable, readable file
+
+const char* kindName(Report kind) {
+  switch (kind) {
+    case Report::Refused:
+      return "refused";
+    case Report::Unconvertible:
+      return "unconvertible";
+    case Report::Done:
+      return "done";
+    case Report::Detail:
+      return "detail";
+    case Report::Approximation:
+      return "approximation";
+    case Report::Warning:
+      return "warning";
+  }
+  return "unknown";
+}
+
+Json said(const std::vector<Said>& all, std::initializer_list<Report> kinds) {
+  Json list = Json::array();
+  for (const Said& s : all)
+    if (std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end())
+      list.push_back({{"pass", s.pass}, {"node", s.subject}, {"kind", kindName(s.kind)}, {"reason", s.text}});
+  return list;
+}
+
+Json item(const ItemReport& r) {
+  Json j;
+  j["input"] = r.input;
+  j["output"] = r.output;
+  j["data_file"] = r.data_file.empty() ? Json() : Json(r.data_file);
+  j["exit_code"] = r.exit_code;
+  j["error"] = r.error.empty() ? Json() : Json(r.error);
+  Json groups = Json::array();
+  for (const Rewritten& g : r.rewritten) groups.push_back({{"pass", g.pass}, {"node", g.node}, {"op", g.op}, {"became", g.became}});
+  j["rewritten"] = std::move(groups);
+  j["refusals"] = said(r.said, {Report::Refused, Report::Unconvertible});
+  Json approximations = Json::array();
+  for (const Said& s : r.said)
+    if (s.kind == Report::Approximation) approximations.push_back({{"pass", s.pass}, {"node", s.subject}, {"what", s.text}});
+  j["approximations"] = std::move(approximations);
+  j["warnings"] = said(r.said, {Report::Warning});
+  j["notes"] = said(r.said, {Report::Done});
+  Json counts = Json::object();
+  for (const auto& [what, n] : r.counts) counts[what] = n;
+  j["counts"] = std::move(counts);
+  Json stages = Json::array();
+  for (const StageTiming& t : r.stages) stages.push_back({{"name", t.name}, {"ms", t.milliseconds}});
+  j["stages"] = std::move(stages);
+  return j;
+}
+
+}  // namespace
+
+std::string reportJson(const RunReport& report) {
+  Json j;
+  j["qconv_report"] = 1;  // the schema's version: a key changes meaning only with it
+  j["command"] = "convert";
+  j["format"] = report.format;
+  j["exit_code"] = report.exit_code;
+  j["ms"] = report.milliseconds;
+  Json items = Json::array();
+  for (const ItemReport& r : report.items) items.push_back(item(r));
+  j["items"] = std::move(items);
+  // names in a model need not be UTF-8: invalid bytes become U+FFFD rather than an exception
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace qconv

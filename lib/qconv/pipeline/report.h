@@ -1,0 +1,36 @@
+// What one `qconv convert` did, kept for --report FILE.json (schema: docs/cli.md, "--report").
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "qconv/passes/pass.h"
+#include "qconv/pipeline/pass_manager.h"
+
+namespace qconv {
+
+/// One conversion: a lone one, or an item of a batch.
+struct ItemReport {
+  std::string input;
+  std::string output;
+  std::string data_file;  // the output's data file, when it has one
+  int exit_code = 0;
+  std::string error;  // the diagnostic of a failed conversion (what stderr said), else empty
+  std::vector<Said> said;
+  std::vector<Rewritten> rewritten;
+  std::map<std::string, int> counts;
+  std::vector<StageTiming> stages;
+};
+
+struct RunReport {
+  std::string format;  // "qop" or "qdq"
+  int exit_code = 0;
+  double milliseconds = 0;  // the whole run
+  std::vector<ItemReport> items;
+};
+
+/// The report as JSON text (nlohmann::json, keys in a fixed order, 2-space indent, a newline).
+std::string reportJson(const RunReport& report);
+
+}  // namespace qconv
