@@ -67,14 +67,9 @@ bool copyExternal(onnx::ModelProto& model, const std::string& in_path, const std
   return out < 0 || close(out) == 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: qconv_roundtrip IN OUT\n");
-    return 2;
-  }
-  int fd = open(argv[1], O_RDONLY);
+/// One model: IN read and parsed, OUT written. 0, or the exit code of the failure.
+int roundtrip(const char* in_path, const char* out_path) {
+  int fd = open(in_path, O_RDONLY);
   struct stat st {};
   if (fd < 0 || fstat(fd, &st) != 0) return 3;
   void* data = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
@@ -84,8 +79,8 @@ int main(int argc, char** argv) {
   if (!model.ParseFromCodedStream(&in)) return 3;
   munmap(data, static_cast<size_t>(st.st_size));
   close(fd);
-  if (!copyExternal(model, argv[1], argv[2])) return 5;
-  int out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!copyExternal(model, in_path, out_path)) return 5;
+  int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (out < 0) return 5;
   {
     qconv::bench::FileWriter file(out);  // 1 MiB writes (bench/file_writer.h: no qconv code)
@@ -93,4 +88,17 @@ int main(int argc, char** argv) {
     if (!model.SerializeToZeroCopyStream(&os) || !os.Flush()) return 5;
   }
   return close(out) == 0 ? 0 : 5;
+}
+
+}  // namespace
+
+/// IN OUT, or several pairs: the floor of a batch, in one process (bench/bench_batch.py).
+int main(int argc, char** argv) {
+  if (argc < 3 || argc % 2 != 1) {
+    std::fprintf(stderr, "usage: qconv_roundtrip IN OUT [IN OUT ...]\n");
+    return 2;
+  }
+  for (int i = 1; i + 1 < argc; i += 2)
+    if (int code = roundtrip(argv[i], argv[i + 1])) return code;
+  return 0;
 }
