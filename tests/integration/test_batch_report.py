@@ -270,3 +270,25 @@ def test_a_signal_never_leaves_a_batch_output_between_its_renames(tmp_path):
             with open(out_dir / name, "rb") as f, open(want[os.path.basename(srcs[i % 2])], "rb") as g:
                 assert f.read() == g.read(), name
     assert any(0 < n < 30 for n in written), written  # some runs were stopped mid-batch
+
+
+def test_a_batch_removes_the_old_data_files_of_its_outputs_only(tmp_path):
+    """The batch lists DIR once for the data files earlier outputs left (not once per output):
+    each output's stale OUT.<16 hex>.data goes, other files stay."""
+    ins = tmp_path / "in"
+    ins.mkdir()
+    ext = external_model(str(ins))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    stale = out_dir / "ext.onnx.0123456789abcdef.data"
+    stale.write_bytes(b"old")
+    others = [out_dir / "other.onnx.0123456789abcdef.data", out_dir / "ext.onnx.data", out_dir / "notes.txt"]
+    for f in others:
+        f.write_bytes(b"keep")
+    r = run_qconv("convert", "--format", "qdq", "--out-dir", str(out_dir), ext, EXAMPLE)
+    assert r.returncode == 0, r.stderr
+    assert not stale.exists()
+    assert all(f.exists() for f in others)
+    new = data_file(str(out_dir / "ext.onnx"))
+    assert new and os.path.exists(new)
+    same_pair(str(out_dir / "ext.onnx"), lone(ext, str(tmp_path / "lone"), "--format", "qdq"))

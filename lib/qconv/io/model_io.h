@@ -97,6 +97,10 @@ struct WriteOptions {
   /// signal, so that no conversion of the batch is between its renames then (a lone run blocks
   /// the signals instead, as each commit does here too, but a batch has several threads).
   std::shared_mutex* commit_gate = nullptr;
+  /// The names in the output's folder that may be data files of OUT (isDataFileName), when the
+  /// caller listed the folder already: a batch lists it once, not once per output (which
+  /// would make a batch of n outputs cost n^2). Null: commit() lists the folder itself.
+  const std::vector<std::string>* data_file_names = nullptr;
 };
 
 class TempFile;

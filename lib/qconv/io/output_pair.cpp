@@ -80,9 +80,15 @@ void removeStaleData(const std::string& dir, const std::string& base, const std:
                      const WriteOptions& options) {
   DIR* d = opendir(dir.c_str());
   if (!d) return;
+  std::vector<std::string> names;
+  if (options.data_file_names) {
+    names = *options.data_file_names;
+  } else {
+    while (const dirent* e = readdir(d))
+      if (isDataFileName(base, e->d_name)) names.emplace_back(e->d_name);
+  }
   std::vector<std::string> stale;
-  while (const dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
+  for (const std::string& name : names) {
     if (name == keep || !isDataFileName(base, name)) continue;
     struct stat st {};
     if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;

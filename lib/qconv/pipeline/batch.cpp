@@ -13,6 +13,7 @@
 // commit gate exclusively (waits for the commits under way, lets no other start), then dies of
 // that signal as a lone run would, with every output a whole old or new pair.
 #include <fmt/format.h>
+#include <dirent.h>
 #include <poll.h>
 #include <spdlog/logger.h>
 #include <sys/eventfd.h>
@@ -53,6 +54,25 @@ std::vector<std::string> outputsOf(const ConvertOptions& options) {
     outputs.push_back(options.out_dir + "/" + base);
   }
   return outputs;
+}
+
+/// DIR's old data files, by the output they belong to (io::isDataFileName): listed once for
+/// the batch, instead of once per output.
+std::vector<std::vector<std::string>> oldDataFiles(const std::string& dir, const std::vector<std::string>& outputs) {
+  std::map<std::string, size_t> index;  // output file name -> its position
+  for (size_t i = 0; i < outputs.size(); ++i) index.emplace(io::splitPath(outputs[i]).base, i);
+  std::vector<std::vector<std::string>> names(outputs.size());
+  constexpr size_t kTag = 22;  // ".<16 hex>.data"
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() <= kTag) continue;
+      auto it = index.find(name.substr(0, name.size() - kTag));
+      if (it != index.end() && io::isDataFileName(it->first, name)) names[it->second].push_back(name);
+    }
+    closedir(d);
+  }
+  return names;
 }
 
 /// The interrupting signals blocked in this thread (and so in the threads it starts) and read
@@ -122,6 +142,7 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
   }
   const size_t n = outputs.size();
   report.items.resize(n);
+  const std::vector<std::vector<std::string>> old_data = oldDataFiles(options.out_dir, outputs);
   const io::OpSchemas schemas;
   std::shared_mutex gate;
   std::atomic<size_t> next{0};
@@ -132,7 +153,8 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
   for (size_t w = 0; w < workers; ++w)
     threads.emplace_back([&] {
       for (size_t i; (i = next.fetch_add(1)) < n;)
-        convertItem(options, Item{options.inputs[i], outputs[i], schemas, &gate, true}, report.items[i], err, out);
+        convertItem(options, Item{options.inputs[i], outputs[i], schemas, &gate, true, &old_data[i]}, report.items[i],
+                    err, out);
       if (running.fetch_sub(1) == 1) signals.workersDone();
     });
   signals.wait(gate);

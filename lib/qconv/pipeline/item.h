@@ -11,6 +11,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "qconv/diag.h"
 #include "qconv/io/op_schemas.h"
@@ -52,7 +53,9 @@ struct Item {
   std::string output;
   const io::OpSchemas& schemas;       // the checker's, shared by a batch
   std::shared_mutex* commit_gate;     // a batch's (io::WriteOptions::commit_gate), else null
-  bool batch;                         // an item of a batch: --time-passes lines name the input
+  bool batch;                         // an item of a batch: its stderr lines name the input
+  /// A batch's listing of the output's old data files (io::WriteOptions::data_file_names).
+  const std::vector<std::string>* data_file_names = nullptr;
 };
 
 /// Convert item.input into item.output: diagnostics to `err`, what was done in `report`.

@@ -138,6 +138,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   io::WriteOptions write;
   write.durable = options.fsync;
   write.commit_gate = item.commit_gate;
+  write.data_file_names = item.data_file_names;
   if (files) {
     write.protected_files = files->identities();
     write.external_data = !files->identities().empty() && !options.inline_data;
