@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
                       "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
                       "refused, naming the node, when an operator changed in between")
       ->check(CLI::Range(int64_t{1}, int64_t{28}).description("1 to 28"));
+  convert->add_flag("--annotate", options.annotate,
+                    "write the graph's quantization_annotation: for every quantized tensor of the output, the names "
+                    "of its scale and zero point tensors (an input's annotations are kept true to the output "
+                    "either way)");
   convert->add_flag("--inline-data", options.inline_data,
                     "write every tensor into the output model (when under 2 GB), even if the input keeps "
                     "external data; by default such tensors go to OUT.data beside OUT");
@@ -76,6 +80,16 @@ int main(int argc, char** argv) {
                     "(the write is atomic either way)");
   convert->add_flag("-q,--quiet", quiet, "print only warnings and errors");
   convert->add_flag("-v,--verbose", verbose, "print debug notes too");
+
+  qconv::VerifyCommand verify;
+  auto* verify_cmd = app.add_subcommand("verify", "check a quantized model's parameters and representations; "
+                                                  "exit 0 when clean, 1 with findings (docs/cli.md)");
+  verify_cmd->add_option("model", verify.model, "the model (.onnx)")->required();
+  verify_cmd->add_flag("--json", verify.json, "print the findings as one JSON object");
+  verify_cmd->add_flag("--symmetric", verify.symmetric,
+                       "also name what a runtime taking int8 at zero point 0 only (TensorRT) refuses");
+  bool verify_quiet = false;
+  verify_cmd->add_flag("-q,--quiet", verify_quiet, "no summary line on stderr");
 
   auto* passes = app.add_subcommand("passes", "list the passes and the pipelines of each format");
 
@@ -98,6 +112,12 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("--format {}: {}\n", f == qconv::Format::Qop ? "qop" : "qdq", list);
     }
     return 0;
+  }
+  if (verify_cmd->parsed()) {
+    verify.verbosity = verify_quiet ? 0 : 1;
+    const int code = qconv::verify(verify, std::cout, std::cerr);
+    std::cout.flush();
+    return code;
   }
   if (!options.out_dir.empty()) {
     options.inputs = files;

@@ -17,6 +17,7 @@ namespace qconv {
 /// Documented exit codes of the qconv command (README.md, docs/cli.md).
 enum class ExitCode : int {
   Ok = 0,
+  Findings = 1,     // qconv verify: the model has findings
   Usage = 2,        // bad flags or arguments
   BadInput = 3,     // cannot read the input, or it is not a valid ONNX model
   Unsupported = 4,  // valid model, but a construct qconv cannot convert exactly

@@ -8,6 +8,7 @@
 
 #include <chrono>
 
+#include "qconv/analysis/annotation.h"
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
@@ -148,7 +149,13 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   io::FileBacked fileBacked;  // the output's tensors whose bytes are still in the input's files
   write.file_backed = &fileBacked;
   onnx::ModelProto result = pm.timeStage("emit", [&] {
+    // annotations: read from the IR before emit releases the nodes, named after it names the values
+    const bool annotated = model.shell.graph().quantization_annotation_size() > 0;
+    std::vector<analysis::TensorQuant> quantized;
+    if (options.annotate || annotated) quantized = analysis::quantizedTensors(model.graph);
     onnx::ModelProto m = io::exportModel(model, &fileBacked);
+    if (options.annotate) analysis::writeAnnotations(m, quantized);
+    else if (annotated) analysis::refreshAnnotations(m, quantized);
     if (!ctx.approximations().empty()) {
       auto* prop = m.add_metadata_props();
       prop->set_key("qconv.approximations");

@@ -25,6 +25,7 @@ struct ConvertOptions {
   bool time_passes = false;         // print each stage's time on `err`
   bool raise_weight_scale = false;  // see PassOptions
   bool approximate = false;         // see PassOptions
+  bool annotate = false;            // write quantization_annotation for every quantized tensor of the output
   bool inline_data = false;          // write every tensor into the model, even if the input had external data
   bool fsync = false;               // flush the output to disk before renaming it into place (WriteOptions::durable)
   int32_t weight_type = 0;          // store 8-bit weights as this onnx::TensorProto type (UINT8/INT8); 0: keep
@@ -43,5 +44,17 @@ std::vector<std::string> pipelineFor(Format format);
 /// dumps to `out`. Returns the exit code (qconv::ExitCode; a batch's is the greatest of its
 /// items'); a failed conversion leaves no output file behind, and never stops a batch.
 int run(const ConvertOptions& options, std::ostream& out, std::ostream& err);
+
+/// qconv verify MODEL [--json] [--symmetric]: static checks (analysis/verify.h).
+struct VerifyCommand {
+  std::string model;
+  bool json = false;       // the findings as one JSON object on `out` (schema: docs/cli.md)
+  bool symmetric = false;  // also what a runtime taking int8 at zero point 0 only refuses
+  int verbosity = 1;
+};
+
+/// Findings on `out`, one line each (or JSON); diagnostics on `err`. Returns 0 when there are
+/// none, 1 (ExitCode::Findings) when there are, 3 when the model cannot be read.
+int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err);
 
 }  // namespace qconv

@@ -1,0 +1,45 @@
+// qconv verify: static checks of a quantized model before it goes to a runtime or a vendor
+// (seed 004, requirement 5). Each finding names a node and a tensor and has a stable kind
+// (docs/cli.md, "qconv verify"):
+//
+//   scale-invalid       a scale that is not finite, not > 0, or subnormal
+//   zero-point-range    a zero point outside its type's range, or not of an integer type
+//   per-axis            scale and zero point lengths differ; several scales where one is allowed;
+//                       an axis outside the tensor's rank; a length other than that dimension's
+//   representation      a tensor two ops read or write with different scale or zero point (the
+//                       data-movement ops between them carry it: Reshape, MaxPool, Concat, ...)
+//   bias-scale          a Conv/Gemm bias dequantized at another scale than x_scale * w_scale, or
+//                       at a zero point other than 0
+//   bias-overflow       a float bias of a quantized Conv/Gemm that does not fit int32 at
+//                       x_scale * w_scale
+//   saturation          weight pairs onnxruntime's x86 u8 x s8 kernel can saturate (check-saturation)
+//   asymmetric          with `symmetric`: an int8 zero point other than 0, or a uint8 tensor
+//   annotation          a quantization_annotation that names no tensor, lacks SCALE_TENSOR, names
+//                       a parameter tensor that does not exist, or disagrees with the graph
+//
+// Only the main graph is checked (subgraphs are not). Reads the model, never changes it.
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <string>
+#include <vector>
+
+#include "qconv/ir/ir.h"
+
+namespace qconv::analysis {
+
+struct Finding {
+  std::string kind;
+  std::string node;    // the node's label
+  std::string tensor;  // the tensor it is about
+  std::string message;
+};
+
+struct VerifyOptions {
+  bool symmetric = false;  // also name what a runtime taking int8 at zero point 0 only refuses
+};
+
+std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options);
+
+}  // namespace qconv::analysis
