@@ -91,6 +91,15 @@ int main(int argc, char** argv) {
   bool verify_quiet = false;
   verify_cmd->add_flag("-q,--quiet", verify_quiet, "no summary line on stderr");
 
+  qconv::InspectCommand inspect;
+  auto* inspect_cmd = app.add_subcommand("inspect", "say what a model is (dialects, operators, quantized tensors) and "
+                                                    "what convert would do with it; writes nothing");
+  inspect_cmd->add_option("model", inspect.model, "the model (.onnx)")->required();
+  inspect_cmd->add_flag("--json", inspect.json, "print it as one JSON object (docs/cli.md)");
+  std::string inspect_format = "qop";
+  inspect_cmd->add_option("--format", inspect_format, "the conversion to dry-run (default qop)")
+      ->check(CLI::IsMember({"qop", "qdq"}));
+
   auto* passes = app.add_subcommand("passes", "list the passes and the pipelines of each format");
 
   try {
@@ -112,6 +121,12 @@ int main(int argc, char** argv) {
       std::cout << fmt::format("--format {}: {}\n", f == qconv::Format::Qop ? "qop" : "qdq", list);
     }
     return 0;
+  }
+  if (inspect_cmd->parsed()) {
+    inspect.format = inspect_format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+    const int code = qconv::inspect(inspect, std::cout, std::cerr);
+    std::cout.flush();
+    return code;
   }
   if (verify_cmd->parsed()) {
     verify.verbosity = verify_quiet ? 0 : 1;

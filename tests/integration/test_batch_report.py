@@ -75,7 +75,9 @@ def test_the_report_of_a_conversion_lists_groups_refusals_and_stages(tmp_path):
         EXAMPLE, out, 0, None, None)
     fused = [g for g in item["rewritten"] if g["pass"] == "fuse-qlinear-conv"]
     assert len(fused) == op_counts(out)["QLinearConv"] == 3
-    assert all(g["op"] == "Conv" and g["became"] == ["QLinearConv"] for g in fused)
+    assert all(g["op"] == "Conv" and g["became"] == ["QLinearConv"] and not g["kept"] for g in fused)
+    [moved] = [g for g in item["rewritten"] if g["pass"] == "move-on-int8"]
+    assert (moved["op"], moved["kept"], moved["became"]) == ("MaxPool", True, [])
     assert {g["node"] for g in fused} == {n.name for n in onnx.load(out).graph.node if n.op_type == "QLinearConv"}
     # each refusal as stderr says it: "qconv: info: <node>: <reason>"
     assert item["refusals"], item

@@ -89,16 +89,18 @@ inline std::string prefixed(const std::string& declined, const std::string& reas
   return declined.empty() ? reason : declined + ": " + reason;
 }
 
-/// The action, and the group in ctx.rewritten() when it changed the graph: made a node or
-/// destroyed the root (an action that only annotates, as check-saturation's, records nothing).
+/// The action, and the group in ctx.rewritten() when it changed the nodes: made one, or
+/// destroyed one (an action that only warns, as check-saturation's, or changes constants, as
+/// shift-types', records nothing).
 template <typename Rule, typename Group>
 void rewriteAndRecord(ir::Graph& graph, ir::Node& root, Group& group, PassContext& ctx, Rule& rule) {
-  const size_t made = graph.nodesMade();
-  Rewritten record{ctx.pass(), root.label(), root.opType(), {}};
+  const size_t made = graph.nodesMade(), live = graph.nodes().size();
+  Rewritten record{ctx.pass(), root.label(), root.opType(), {}, false};
   rule.rewrite(graph, group, ctx);
   for (size_t i = made; i < graph.nodesMade(); ++i)
     if (const ir::Node* n = graph.madeNode(i); graph.isAlive(n)) record.became.push_back(n->opType());
-  if (!record.became.empty() || !graph.isAlive(&root)) ctx.rewrote(std::move(record));
+  record.kept = graph.isAlive(&root);
+  if (graph.nodesMade() != made || graph.nodes().size() != live) ctx.rewrote(std::move(record));
 }
 
 template <typename Rule>

@@ -60,12 +60,14 @@ struct Said {
 };
 
 /// A group an action rewrote (applyRule records it): the node the selector was asked at, its
-/// operator, and the operators of the nodes the action made that are still in the graph.
+/// operator, the operators of the nodes the action made that are still in the graph, and
+/// whether that node is still there (move-on-int8 keeps a MaxPool and removes its Q/DQ).
 struct Rewritten {
   std::string pass;
   std::string node;
   std::string op;
   std::vector<std::string> became;
+  bool kept = false;
 };
 
 class PassContext {

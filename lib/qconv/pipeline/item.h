@@ -66,6 +66,12 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
 /// A logger on `err`: "qconv: <level>: " + `prefix` (unless the message starts with it) + message.
 std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix = "");
 
+/// The passes' options a conversion's flags give.
+PassOptions passOptionsOf(const ConvertOptions& options);
+
+/// What the passes said and rewrote, into the report.
+void keepWhatWasSaid(const PassContext& ctx, ItemReport& report);
+
 /// Flags that contradict each other: Error(Usage).
 void checkFlags(const ConvertOptions& options);
 

@@ -34,7 +34,9 @@ Json said(const std::vector<Said>& all, std::initializer_list<Report> kinds) {
   return list;
 }
 
-Json item(const ItemReport& r) {
+}  // namespace
+
+Json itemJson(const ItemReport& r) {
   Json j;
   j["input"] = r.input;
   j["output"] = r.output;
@@ -42,7 +44,7 @@ Json item(const ItemReport& r) {
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? Json() : Json(r.error);
   Json groups = Json::array();
-  for (const Rewritten& g : r.rewritten) groups.push_back({{"pass", g.pass}, {"node", g.node}, {"op", g.op}, {"became", g.became}});
+  for (const Rewritten& g : r.rewritten) groups.push_back({{"pass", g.pass}, {"node", g.node}, {"op", g.op}, {"kept", g.kept}, {"became", g.became}});
   j["rewritten"] = std::move(groups);
   j["refusals"] = said(r.said, {Report::Refused, Report::Unconvertible});
   Json approximations = Json::array();
@@ -60,7 +62,10 @@ Json item(const ItemReport& r) {
   return j;
 }
 
-}  // namespace
+std::string jsonText(const Json& j) {
+  // names in a model need not be UTF-8: invalid bytes become U+FFFD rather than an exception
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
 
 std::string reportJson(const RunReport& report) {
   Json j;
@@ -70,10 +75,9 @@ std::string reportJson(const RunReport& report) {
   j["exit_code"] = report.exit_code;
   j["ms"] = report.milliseconds;
   Json items = Json::array();
-  for (const ItemReport& r : report.items) items.push_back(item(r));
+  for (const ItemReport& r : report.items) items.push_back(itemJson(r));
   j["items"] = std::move(items);
-  // names in a model need not be UTF-8: invalid bytes become U+FFFD rather than an exception
-  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return jsonText(j);
 }
 
 }  // namespace qconv

@@ -1,6 +1,8 @@
 // What one `qconv convert` did, kept for --report FILE.json (schema: docs/cli.md, "--report").
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -32,5 +34,11 @@ struct RunReport {
 
 /// The report as JSON text (nlohmann::json, keys in a fixed order, 2-space indent, a newline).
 std::string reportJson(const RunReport& report);
+
+/// One item of it, as a JSON object (inspect shows its dry run so).
+nlohmann::ordered_json itemJson(const ItemReport& item);
+
+/// JSON text as qconv writes it: 2-space indent, a newline, bytes that are not UTF-8 as U+FFFD.
+std::string jsonText(const nlohmann::ordered_json& j);
 
 }  // namespace qconv

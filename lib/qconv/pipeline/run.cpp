@@ -79,6 +79,17 @@ void checkFlags(const ConvertOptions& options) {
   if (options.opset) checkOpsetFlag(options.opset);
 }
 
+PassOptions passOptionsOf(const ConvertOptions& options) {
+  return PassOptions{options.raise_weight_scale, options.approximate, options.weight_type, options.activation_type,
+                     options.check_saturation, options.opset, options.contrib, options.format == Format::Qop};
+}
+
+void keepWhatWasSaid(const PassContext& ctx, ItemReport& report) {
+  report.said = ctx.said();
+  report.rewritten = ctx.rewritten();
+  report.counts = ctx.counters();
+}
+
 void StderrLines::write(std::string_view line) {
   std::lock_guard<std::mutex> lock(mutex_);
   os_.write(line.data(), static_cast<std::streamsize>(line.size()));
@@ -116,19 +127,11 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     ItemReport& report;
     ~KeepTimings() { report.stages = pm.timings(); }
   } keep{pm, report};
-  PassContext ctx(log,
-                  PassOptions{options.raise_weight_scale, options.approximate, options.weight_type,
-                              options.activation_type, options.check_saturation, options.opset, options.contrib,
-                              options.format == Format::Qop},
-                  item.input);
+  PassContext ctx(log, passOptionsOf(options), item.input);
   struct KeepSaid {
     PassContext& ctx;
     ItemReport& report;
-    ~KeepSaid() {
-      report.said = ctx.said();
-      report.rewritten = ctx.rewritten();
-      report.counts = ctx.counters();
-    }
+    ~KeepSaid() { keepWhatWasSaid(ctx, report); }
   } keepSaid{ctx, report};
 
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(item.input); });

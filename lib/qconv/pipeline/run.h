@@ -57,4 +57,15 @@ struct VerifyCommand {
 /// none, 1 (ExitCode::Findings) when there are, 3 when the model cannot be read.
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err);
 
+/// qconv inspect MODEL [--json] [--format qop|qdq]: what the model is and what convert would do.
+struct InspectCommand {
+  std::string model;
+  bool json = false;
+  Format format = Format::Qop;  // the conversion to dry-run
+};
+
+/// The description on `out` (text or JSON: docs/cli.md); writes no file. Returns 0, or 3 when
+/// the model cannot be read.
+int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err);
+
 }  // namespace qconv

@@ -38,7 +38,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     j["findings"] = nlohmann::ordered_json::array();
     for (const auto& f : findings)
       j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message}});
-    out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+    out << jsonText(j);
   } else {
     for (const auto& f : findings) fmt::print(out, "{}\n", printable(fmt::format("{}: {}: {}: {}", command.model, f.node, f.kind, f.message)));
   }

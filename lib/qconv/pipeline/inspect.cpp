@@ -1,0 +1,231 @@
+// qconv inspect: what a model is (dialects, operators, quantized tensors) and what
+// `qconv convert` would do with it (a dry run of the pipeline: nothing is written).
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <set>
+#include <unordered_set>
+
+#include "qconv/analysis/quant_sites.h"
+#include "qconv/diag.h"
+#include "qconv/io/model_io.h"
+#include "qconv/ir/tensor.h"
+#include "qconv/pipeline/item.h"
+#include "qconv/pipeline/pass_manager.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// The quantization dialect a node belongs to, or null (docs/dialects.md).
+const char* dialectOf(const ir::Node& n) {
+  const std::string& d = n.domain();
+  if (d == "qonnx.custom_op.general" || d == "onnx.brevitas" || d == "finn.custom_op.general") return "QONNX";
+  if (d == "vai" || d == "com.vai.quantize") return "Vitis AI";
+  if (d == "com.amd.quark") return "AMD Quark";
+  if (d == "org.openvinotoolkit" || n.is("FakeQuantize")) return "OpenVINO FakeQuantize";
+  if (d == "com.microsoft" && (n.opType().rfind("QLinear", 0) == 0 || n.is("QGemm") || n.is("QuantizeLinear") ||
+                               n.is("DequantizeLinear") || n.opType().rfind("DynamicQuantize", 0) == 0 ||
+                               n.opType().find("Integer") != std::string::npos || n.is("QAttention")))
+    return "onnxruntime com.microsoft";
+  if (!d.empty()) return nullptr;
+  if (isQuantize(n) || isDequantize(n)) return "standard QDQ";
+  if (n.is("QLinearConv") || n.is("QLinearMatMul") || n.is("ConvInteger") || n.is("MatMulInteger") ||
+      n.is("DynamicQuantizeLinear"))
+    return "standard QOp";
+  if (n.is("Round") && n.input(0) && n.input(0)->producer() &&
+      (n.input(0)->producer()->is("Mul") || n.input(0)->producer()->is("Div")))
+    return "scaling factors (Aidge: Mul -> Round -> Clip)";
+  return nullptr;
+}
+
+std::string opName(const ir::Node& n) { return n.domain().empty() ? n.opType() : n.domain() + "::" + n.opType(); }
+
+struct TensorSummary {
+  std::string tensor, type, granularity;
+  size_t scales = 0;
+  double scale_min = 0, scale_max = 0;
+  std::vector<int64_t> zero_points;  // the distinct ones, in order
+  bool constant = true;
+};
+
+TensorSummary summarize(const analysis::QuantSite& s) {
+  TensorSummary t;
+  t.tensor = s.tensor->name();
+  int32_t type = s.zero_point && s.zero_point->isConstant() ? s.zero_point->initializer()->data_type() : s.tensor->elemType();
+  if (!type && !s.zero_point) type = onnx::TensorProto::UINT8;  // QuantizeLinear's default
+  t.type = ir::typeName(type);
+  std::string why;
+  std::optional<std::vector<float>> scale;
+  if (s.scale->isConstant()) {
+    const int32_t st = s.scale->initializer()->data_type();
+    scale = st == onnx::TensorProto::FLOAT16 || st == onnx::TensorProto::BFLOAT16 ? ir::readHalfAsFloats(*s.scale, &why)
+                                                                                    : ir::readFloats(*s.scale, &why);
+  }
+  if (!scale || scale->empty()) {
+    t.constant = false;
+    t.granularity = "parameters computed at run time";
+    return t;
+  }
+  t.scales = scale->size();
+  t.scale_min = *std::min_element(scale->begin(), scale->end());
+  t.scale_max = *std::max_element(scale->begin(), scale->end());
+  t.granularity = t.scales == 1 ? "per tensor" : s.axis >= 0 ? fmt::format("per axis {} ({})", s.axis, t.scales)
+                                                             : fmt::format("per axis ({})", t.scales);
+  if (s.zero_point && s.zero_point->isConstant()) {
+    if (auto zp = ir::readInts(*s.zero_point, &why)) {
+      std::set<int64_t> seen;
+      for (int64_t z : *zp)
+        if (seen.insert(z).second && t.zero_points.size() < 8) t.zero_points.push_back(z);
+    }
+  } else if (!s.zero_point) {
+    t.zero_points = {0};
+  }
+  return t;
+}
+
+struct Description {
+  std::map<std::string, std::map<std::string, int>> dialects;  // dialect -> its ops -> count
+  std::map<std::string, int> ops;
+  std::vector<TensorSummary> tensors;
+};
+
+Description describe(const ir::Model& model) {
+  Description d;
+  std::unordered_set<const ir::Value*> seen;
+  for (const ir::Node* n : model.graph.nodes()) {
+    ++d.ops[opName(*n)];
+    if (const char* dialect = dialectOf(*n)) ++d.dialects[dialect][opName(*n)];
+    for (const analysis::QuantSite& s : analysis::quantSites(*n))
+      if (seen.insert(s.tensor).second) d.tensors.push_back(summarize(s));
+  }
+  return d;
+}
+
+/// The dry run: the pipeline of `format` over `model`, what it said in `report`.
+void dryRun(ir::Model& model, Format format, ItemReport& report) {
+  ConvertOptions options;
+  options.format = format;
+  spdlog::logger quiet("inspect");  // no sink: what the passes say goes to the report only
+  PassContext ctx(quiet, passOptionsOf(options), model.path);
+  PassManager pm(pipelineFor(format));
+  try {
+    pm.run(model, ctx, nullptr);
+  } catch (const Error& e) {
+    report.exit_code = static_cast<int>(e.code());
+    report.error = printable(e.what());
+  }
+  keepWhatWasSaid(ctx, report);
+  report.stages = pm.timings();
+}
+
+Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run) {
+  Json j;
+  j["qconv_inspect"] = 1;
+  j["model"] = c.model;
+  Json dialects = Json::array();
+  for (const auto& [name, ops] : d.dialects) dialects.push_back({{"dialect", name}, {"ops", ops}});
+  j["dialects"] = std::move(dialects);
+  j["ops"] = d.ops;
+  Json tensors = Json::array();
+  for (const TensorSummary& t : d.tensors) {
+    Json e{{"tensor", t.tensor}, {"type", t.type}, {"granularity", t.granularity}};
+    e["scales"] = t.scales;
+    e["scale_min"] = t.constant ? Json(t.scale_min) : Json();
+    e["scale_max"] = t.constant ? Json(t.scale_max) : Json();
+    e["zero_points"] = t.zero_points;
+    tensors.push_back(std::move(e));
+  }
+  j["quantized_tensors"] = std::move(tensors);
+  Json convert = itemJson(run);
+  convert.erase("output");
+  convert.erase("data_file");
+  convert["format"] = c.format == Format::Qop ? "qop" : "qdq";
+  j["convert"] = std::move(convert);
+  Json saturation = Json::array();
+  for (const Said& s : run.said)
+    if (s.pass == "check-saturation" && s.kind == Report::Warning && s.subject != c.model)
+      saturation.push_back({{"node", s.subject}, {"message", s.text}});
+  j["saturation"] = std::move(saturation);
+  return j;
+}
+
+void printText(std::ostream& out, const InspectCommand& c, const Description& d, const ItemReport& run) {
+  const Json j = toJson(c, d, run);
+  fmt::print(out, "model: {}\n", c.model);
+  if (d.dialects.empty()) fmt::print(out, "dialects: none (no quantization this tool knows)\n");
+  for (const auto& [name, ops] : d.dialects) {
+    std::string list;
+    for (const auto& [op, n] : ops) list += fmt::format("{}{} {}", list.empty() ? "" : ", ", op, n);
+    fmt::print(out, "dialect: {} ({})\n", name, list);
+  }
+  std::string ops;
+  for (const auto& [op, n] : d.ops) ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", op, n);
+  fmt::print(out, "ops: {}\n", ops.empty() ? "none" : ops);
+  fmt::print(out, "quantized tensors: {}\n", d.tensors.size());
+  for (const TensorSummary& t : d.tensors) {
+    std::string zps;
+    for (int64_t z : t.zero_points) zps += fmt::format("{}{}", zps.empty() ? "" : ", ", z);
+    if (!t.constant) fmt::print(out, "  {}: {}, {}\n", t.tensor, t.type, t.granularity);
+    else if (t.scales == 1) fmt::print(out, "  {}: {}, {}, scale {:.6g}, zero point {}\n", t.tensor, t.type, t.granularity, t.scale_min, zps);
+    else fmt::print(out, "  {}: {}, {}, scale {:.6g} to {:.6g}, zero points {}\n", t.tensor, t.type, t.granularity, t.scale_min, t.scale_max, zps);
+  }
+  const char* format = c.format == Format::Qop ? "qop" : "qdq";
+  fmt::print(out, "convert --format {}: {}\n", format,
+             run.exit_code ? fmt::format("would fail with exit {}: {}", run.exit_code, run.error) : "would succeed");
+  for (const Rewritten& g : run.rewritten) {
+    std::string became;
+    for (const auto& b : g.became) became += (became.empty() ? "" : ", ") + b;
+    const std::string what = !became.empty() ? (g.kept ? "stays, with " : "becomes ") + became
+                             : g.kept ? "stays; the nodes around it change" : "removed";
+    fmt::print(out, "  {} ({}): {} [{}]\n", g.node, g.op, what, g.pass);
+  }
+  for (const Said& s : run.said)
+    if (s.kind == Report::Refused || s.kind == Report::Unconvertible || s.kind == Report::Approximation)
+      fmt::print(out, "  {}: {} [{}]\n", s.subject, s.text, s.pass);
+  const auto& risks = j["saturation"];
+  fmt::print(out, "onnxruntime x86 u8 x s8 saturation risk (CPUs without VNNI): {}\n", risks.empty() ? "none" : std::to_string(risks.size()) + " node(s)");
+  for (const auto& r : risks)
+    fmt::print(out, "  {}: {}\n", r["node"].get<std::string>(), r["message"].get<std::string>());
+}
+
+}  // namespace
+
+int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err) {
+  StderrLines lines(err);
+  const auto log = stderrLogger(lines, 1);
+  try {
+    ir::Model model = io::importModel(io::openModel(command.model), command.model);
+    const Description d = describe(model);
+    ItemReport run;
+    run.input = command.model;
+    dryRun(model, command.format, run);
+    if (command.json) {
+      out << jsonText(toJson(command, d, run));  // JSON escapes what a terminal would act on
+    } else {
+      std::ostringstream text;
+      printText(text, command, d, run);
+      std::istringstream lines_in(text.str());
+      for (std::string line; std::getline(lines_in, line);) out << printable(line, size_t{1} << 20) << '\n';
+    }
+    return 0;
+  } catch (const Error& e) {
+    log->error("{}", e.what());
+    return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    log->error("{}: out of memory", command.model);
+    return static_cast<int>(ExitCode::OutOfMemory);
+  } catch (const std::exception& e) {
+    log->error("internal error: {}", e.what());
+    return static_cast<int>(ExitCode::Internal);
+  }
+}
+
+}  // namespace qconv
