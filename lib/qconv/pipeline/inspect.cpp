@@ -216,15 +216,10 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
       for (std::string line; std::getline(lines_in, line);) out << printable(line, size_t{1} << 20) << '\n';
     }
     return 0;
-  } catch (const Error& e) {
-    log->error("{}", e.what());
-    return static_cast<int>(e.code());
-  } catch (const std::bad_alloc&) {
-    log->error("{}: out of memory", command.model);
-    return static_cast<int>(ExitCode::OutOfMemory);
-  } catch (const std::exception& e) {
-    log->error("internal error: {}", e.what());
-    return static_cast<int>(ExitCode::Internal);
+  } catch (...) {
+    const auto [code, what] = failureOf(command.model);
+    log->error("{}", what);
+    return code;
   }
 }
 

@@ -11,6 +11,7 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qconv/diag.h"
@@ -71,6 +72,10 @@ PassOptions passOptionsOf(const ConvertOptions& options);
 
 /// What the passes said and rewrote, into the report.
 void keepWhatWasSaid(const PassContext& ctx, ItemReport& report);
+
+/// The exit code and the message of the exception being handled: call it in a catch block.
+/// An Error's own code; std::bad_alloc exit 6 (naming `input`); anything else 70.
+std::pair<int, std::string> failureOf(const std::string& input);
 
 /// Flags that contradict each other: Error(Usage).
 void checkFlags(const ConvertOptions& options);

@@ -188,12 +188,6 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
   spdlog::logger& log = *logger;
   report.input = item.input;
   report.output = item.output;
-  auto fail = [&](int code, const std::string& what) {
-    log.error("{}", what);
-    report.exit_code = code;
-    report.error = printable(what);
-    return code;
-  };
   try {
     if (!item.batch) checkFlags(options);
     convert(options, item, report, log, out);
@@ -202,14 +196,26 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
         err.write(fmt::format("qconv: time: {}{:<20} {:9.2f} ms\n", item.batch ? printable(item.input) + ": " : "",
                               t.name, t.milliseconds));
     return 0;
+  } catch (...) {
+    const auto [code, what] = failureOf(item.input);
+    log.error("{}", what);
+    report.exit_code = code;
+    report.error = printable(what);
+    return code;
+  }
+}
+
+std::pair<int, std::string> failureOf(const std::string& input) {
+  try {
+    throw;
   } catch (const Error& e) {
-    return fail(static_cast<int>(e.code()), e.what());
+    return {static_cast<int>(e.code()), e.what()};
   } catch (const std::bad_alloc&) {
-    return fail(static_cast<int>(ExitCode::OutOfMemory),
-                fmt::format("{}: out of memory: the conversion needs more memory than this process may have (ulimit "
-                            "-v, a cgroup's limit); nothing was written", item.input));
+    return {static_cast<int>(ExitCode::OutOfMemory),
+            fmt::format("{}: out of memory: the conversion needs more memory than this process may have (ulimit -v, "
+                        "a cgroup's limit); nothing was written", input)};
   } catch (const std::exception& e) {
-    return fail(static_cast<int>(ExitCode::Internal), fmt::format("internal error: {}", e.what()));
+    return {static_cast<int>(ExitCode::Internal), fmt::format("internal error: {}", e.what())};
   }
 }
 

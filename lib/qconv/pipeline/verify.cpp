@@ -19,15 +19,10 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   try {
     ir::Model model = io::importModel(io::openModel(command.model), command.model);
     findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric});
-  } catch (const Error& e) {
-    log->error("{}", e.what());
-    return static_cast<int>(e.code());
-  } catch (const std::bad_alloc&) {
-    log->error("{}: out of memory", command.model);
-    return static_cast<int>(ExitCode::OutOfMemory);
-  } catch (const std::exception& e) {
-    log->error("internal error: {}", e.what());
-    return static_cast<int>(ExitCode::Internal);
+  } catch (...) {
+    const auto [code, what] = failureOf(command.model);
+    log->error("{}", what);
+    return code;
   }
   const int code = static_cast<int>(findings.empty() ? ExitCode::Ok : ExitCode::Findings);
   if (command.json) {
