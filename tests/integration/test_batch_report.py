@@ -133,6 +133,26 @@ def test_a_report_that_cannot_be_written_is_exit_5_and_the_output_stays(tmp_path
     assert os.path.exists(out)
 
 
+@pytest.mark.parametrize("which", ["input", "output", "batch-output"])
+def test_a_report_naming_an_input_or_output_is_a_usage_error(tmp_path, which):
+    src = str(tmp_path / "in.onnx")
+    shutil.copy(EXAMPLE, src)
+    with open(src, "rb") as f:
+        original = f.read()
+    out = str(tmp_path / "out.onnx")
+    if which == "batch-output":
+        os.makedirs(tmp_path / "d")
+        r = run_qconv("convert", "--format", "qop", "--out-dir", str(tmp_path / "d"), src,
+                      "--report", str(tmp_path / "d" / "in.onnx"))
+    else:
+        r = run_qconv("convert", src, out, "--format", "qop", "--report", src if which == "input" else out)
+    assert r.returncode == 2
+    assert "names an input or an output of this run" in r.stderr
+    with open(src, "rb") as f:
+        assert f.read() == original
+    assert not os.path.exists(out) and not os.path.exists(tmp_path / "d" / "in.onnx")
+
+
 def test_the_report_is_deterministic_but_for_times(tmp_path):
     def strip(j):
         j.pop("ms")

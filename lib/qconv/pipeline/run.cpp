@@ -219,9 +219,31 @@ std::pair<int, std::string> failureOf(const std::string& input) {
   }
 }
 
+namespace {
+
+/// --report must not name an input or an output of the run: it would replace it.
+void checkReportPath(const ConvertOptions& options) {
+  std::vector<std::string> files = options.inputs;
+  for (const std::string& in : options.inputs) files.push_back(options.out_dir + "/" + io::splitPath(in).base);
+  if (options.out_dir.empty()) files = {options.input, options.output};
+  for (const std::string& f : files)
+    if (f == options.report || sameFile(f, options.report))
+      throw Error(ExitCode::Usage, fmt::format("--report {}: names an input or an output of this run", options.report));
+}
+
+}  // namespace
+
 int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
   const auto started = std::chrono::steady_clock::now();
   StderrLines lines(err);
+  if (!options.report.empty()) {
+    try {
+      checkReportPath(options);
+    } catch (const Error& e) {
+      stderrLogger(lines, options.verbosity)->error("{}", e.what());
+      return static_cast<int>(e.code());
+    }
+  }
   RunReport report;
   report.format = options.format == Format::Qop ? "qop" : "qdq";
   int code = 0;
