@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
 
   qconv::ConvertOptions options;
   bool quiet = false, verbose = false;
-  auto* convert = app.add_subcommand("convert", "convert IN into OUT");
+  auto* convert = app.add_subcommand("convert", "convert IN into OUT, or each IN into DIR with --out-dir");
   std::vector<std::string> files;
   convert->add_option("files", files,
                       "IN OUT: the input model (never modified) and the output (written atomically); with "
