@@ -112,6 +112,9 @@ class TempFile;
 std::string dataFileName(const std::string& base, uint64_t hash);
 /// Whether `name` is one of dataFileName(base, ...).
 bool isDataFileName(const std::string& base, const std::string& name);
+/// The output file name whose data file `name` is (dataFileName's `base`), or empty when it is
+/// none's.
+std::string dataFileOwner(const std::string& name);
 
 /// An output written to temporary files beside its path and not yet in place. commit() puts it
 /// there as a pair: under an exclusive lock on the folder (flock, shared by every qconv writing

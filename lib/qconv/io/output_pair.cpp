@@ -117,6 +117,13 @@ bool isDataFileName(const std::string& base, const std::string& name) {
                      [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); });
 }
 
+std::string dataFileOwner(const std::string& name) {
+  const size_t tag = 1 + kTagDigits + 5;  // ".<16 hex>.data"
+  if (name.size() <= tag) return {};
+  std::string base = name.substr(0, name.size() - tag);
+  return isDataFileName(base, name) ? base : std::string();
+}
+
 PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir,
                            std::string path, const WriteOptions& options)
     : model_(std::move(model)), data_(std::move(data)), dir_(std::move(dir)), path_(std::move(path)), options_(options) {

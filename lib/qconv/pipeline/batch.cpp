@@ -33,6 +33,10 @@
 
 namespace qconv {
 
+std::string batchOutput(const std::string& out_dir, const std::string& input) {
+  return out_dir + "/" + io::splitPath(input).base;
+}
+
 namespace {
 
 /// The batch's outputs: DIR/<each input's file name>. Error(Usage) when the batch cannot start.
@@ -51,7 +55,7 @@ std::vector<std::string> outputsOf(const ConvertOptions& options) {
     if (auto [it, fresh] = first.emplace(base, &in); !fresh)
       throw Error(ExitCode::Usage, fmt::format("{} and {} would both be written to {}/{}: convert them in two batches",
                                                *it->second, in, options.out_dir, base));
-    outputs.push_back(options.out_dir + "/" + base);
+    outputs.push_back(batchOutput(options.out_dir, in));
   }
   return outputs;
 }
@@ -62,13 +66,10 @@ std::vector<std::vector<std::string>> oldDataFiles(const std::string& dir, const
   std::map<std::string, size_t> index;  // output file name -> its position
   for (size_t i = 0; i < outputs.size(); ++i) index.emplace(io::splitPath(outputs[i]).base, i);
   std::vector<std::vector<std::string>> names(outputs.size());
-  constexpr size_t kTag = 22;  // ".<16 hex>.data"
   if (DIR* d = opendir(dir.c_str())) {
     while (const dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() <= kTag) continue;
-      auto it = index.find(name.substr(0, name.size() - kTag));
-      if (it != index.end() && io::isDataFileName(it->first, name)) names[it->second].push_back(name);
+      const std::string owner = io::dataFileOwner(e->d_name);
+      if (auto it = index.find(owner); !owner.empty() && it != index.end()) names[it->second].emplace_back(e->d_name);
     }
     closedir(d);
   }

@@ -80,6 +80,9 @@ std::pair<int, std::string> failureOf(const std::string& input);
 /// Flags that contradict each other: Error(Usage).
 void checkFlags(const ConvertOptions& options);
 
+/// Where a batch writes the conversion of `input`: DIR/<its file name>.
+std::string batchOutput(const std::string& out_dir, const std::string& input);
+
 /// A batch: run() with options.out_dir. Returns the greatest exit code of its items (or 2 for
 /// a usage error of the batch itself, before any is converted).
 int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report);

@@ -224,7 +224,7 @@ namespace {
 /// --report must not name an input or an output of the run: it would replace it.
 void checkReportPath(const ConvertOptions& options) {
   std::vector<std::string> files = options.inputs;
-  for (const std::string& in : options.inputs) files.push_back(options.out_dir + "/" + io::splitPath(in).base);
+  for (const std::string& in : options.inputs) files.push_back(batchOutput(options.out_dir, in));
   if (options.out_dir.empty()) files = {options.input, options.output};
   for (const std::string& f : files)
     if (f == options.report || sameFile(f, options.report))
