@@ -28,8 +28,7 @@ std::optional<Constant> constantOf(const ir::Value* v) {
     if (!ints) return std::nullopt;
     c.values.assign(ints->begin(), ints->end());
   } else {
-    auto floats = c.type == TensorProto::FLOAT16 || c.type == TensorProto::BFLOAT16 ? ir::readHalfAsFloats(*v, &why)
-                                                                                    : ir::readFloats(*v, &why);
+    auto floats = ir::readWidenedFloats(*v, &why);
     if (!floats) return std::nullopt;
     c.values.assign(floats->begin(), floats->end());
   }

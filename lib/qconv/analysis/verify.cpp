@@ -42,9 +42,7 @@ void checkParameters(const QuantSite& s, Findings& out) {
   std::optional<std::vector<float>> scale;
   if (s.scale->isConstant()) {
     std::string why;
-    const int32_t st = s.scale->initializer()->data_type();
-    scale = st == TensorProto::FLOAT16 || st == TensorProto::BFLOAT16 ? ir::readHalfAsFloats(*s.scale, &why)
-                                                                        : ir::readFloats(*s.scale, &why);
+    scale = ir::readWidenedFloats(*s.scale, &why);
     if (!scale) out.add("scale-invalid", n, s.tensor, fmt::format("scale '{}': {}", s.scale->name(), why));
   }
   if (scale) {

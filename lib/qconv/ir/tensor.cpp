@@ -295,6 +295,11 @@ float halfToFloat(uint16_t h) {
 
 }  // namespace
 
+std::optional<std::vector<float>> readWidenedFloats(const Value& v, std::string* why) {
+  const int32_t dt = v.initializer() ? v.initializer()->data_type() : 0;
+  return dt == TensorProto::FLOAT16 || dt == TensorProto::BFLOAT16 ? readHalfAsFloats(v, why) : readFloats(v, why);
+}
+
 std::optional<std::vector<float>> readHalfAsFloats(const Value& v, std::string* why) {
   QCONV_ASSERT(v.initializer(), "readHalfAsFloats: value '{}' is not an initializer", v.name());
   const TensorProto& t = *v.initializer();

@@ -35,6 +35,9 @@ std::optional<std::vector<int64_t>> readInts(const onnx::TensorProto& t, std::st
 /// FLOAT16 or BFLOAT16 values of the initializer of `v`, widened to float (exactly: every such
 /// value is a float); nullopt otherwise, with *why.
 std::optional<std::vector<float>> readHalfAsFloats(const Value& v, std::string* why);
+/// FLOAT values of the initializer of `v`, or FLOAT16/BFLOAT16 ones widened (readHalfAsFloats):
+/// a scale of any of the types Q/DQ take.
+std::optional<std::vector<float>> readWidenedFloats(const Value& v, std::string* why);
 
 std::unique_ptr<onnx::TensorProto> makeFloatTensor(const std::vector<int64_t>& dims,
                                                    const std::vector<float>& values);

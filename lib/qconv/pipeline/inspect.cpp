@@ -64,11 +64,7 @@ TensorSummary summarize(const analysis::QuantSite& s) {
   t.type = ir::typeName(type);
   std::string why;
   std::optional<std::vector<float>> scale;
-  if (s.scale->isConstant()) {
-    const int32_t st = s.scale->initializer()->data_type();
-    scale = st == onnx::TensorProto::FLOAT16 || st == onnx::TensorProto::BFLOAT16 ? ir::readHalfAsFloats(*s.scale, &why)
-                                                                                    : ir::readFloats(*s.scale, &why);
-  }
+  if (s.scale->isConstant()) scale = ir::readWidenedFloats(*s.scale, &why);
   if (!scale || scale->empty()) {
     t.constant = false;
     t.granularity = "parameters computed at run time";
@@ -126,6 +122,14 @@ void dryRun(ir::Model& model, Format format, ItemReport& report) {
   report.stages = pm.timings();
 }
 
+/// The nodes check-saturation warned about in the dry run (not its whole-model summary).
+std::vector<const Said*> saturationRisks(const std::string& model, const ItemReport& run) {
+  std::vector<const Said*> risks;
+  for (const Said& s : run.said)
+    if (s.pass == "check-saturation" && s.kind == Report::Warning && s.subject != model) risks.push_back(&s);
+  return risks;
+}
+
 Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run) {
   Json j;
   j["qconv_inspect"] = 1;
@@ -150,15 +154,12 @@ Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run
   convert["format"] = c.format == Format::Qop ? "qop" : "qdq";
   j["convert"] = std::move(convert);
   Json saturation = Json::array();
-  for (const Said& s : run.said)
-    if (s.pass == "check-saturation" && s.kind == Report::Warning && s.subject != c.model)
-      saturation.push_back({{"node", s.subject}, {"message", s.text}});
+  for (const Said* s : saturationRisks(c.model, run)) saturation.push_back({{"node", s->subject}, {"message", s->text}});
   j["saturation"] = std::move(saturation);
   return j;
 }
 
 void printText(std::ostream& out, const InspectCommand& c, const Description& d, const ItemReport& run) {
-  const Json j = toJson(c, d, run);
   fmt::print(out, "model: {}\n", c.model);
   if (d.dialects.empty()) fmt::print(out, "dialects: none (no quantization this tool knows)\n");
   for (const auto& [name, ops] : d.dialects) {
@@ -190,10 +191,10 @@ void printText(std::ostream& out, const InspectCommand& c, const Description& d,
   for (const Said& s : run.said)
     if (s.kind == Report::Refused || s.kind == Report::Unconvertible || s.kind == Report::Approximation)
       fmt::print(out, "  {}: {} [{}]\n", s.subject, s.text, s.pass);
-  const auto& risks = j["saturation"];
-  fmt::print(out, "onnxruntime x86 u8 x s8 saturation risk (CPUs without VNNI): {}\n", risks.empty() ? "none" : std::to_string(risks.size()) + " node(s)");
-  for (const auto& r : risks)
-    fmt::print(out, "  {}: {}\n", r["node"].get<std::string>(), r["message"].get<std::string>());
+  const auto risks = saturationRisks(c.model, run);
+  fmt::print(out, "onnxruntime x86 u8 x s8 saturation risk (CPUs without VNNI): {}\n",
+             risks.empty() ? "none" : std::to_string(risks.size()) + " node(s)");
+  for (const Said* r : risks) fmt::print(out, "  {}: {}\n", r->subject, r->text);
 }
 
 }  // namespace
