@@ -72,7 +72,7 @@ TEST_CASE("a bias that overflows int32 leaves the conv in QDQ form naming node a
   REQUIRE(nodesOf(m.graph, "QLinearConv").empty());
   REQUIRE(nodesOf(m.graph, "Conv").size() == 1);
   REQUIRE(r.ctx.refusals().size() == 1);
-  const std::string& msg = r.ctx.refusals()[0];
+  const std::string msg = r.ctx.refusals()[0];
   REQUIRE(msg.rfind("conv_1: not fused: bias of output channel 1 is 10 and does not fit int32 at scale x_scale*w_scale", 0) == 0);
   REQUIRE(msg.find("(2 channel(s) overflow)") != std::string::npos);
   REQUIRE(msg.find("--raise-weight-scale") != std::string::npos);

@@ -25,14 +25,14 @@ void PassContext::report(Report kind, const std::string& subject, const std::str
       log_.warn("{}", line);
       break;
   }
-  reports_[kind].push_back(std::move(line));
   said_.push_back({kind, pass_, subject, text});
 }
 
-const std::vector<std::string>& PassContext::reports(Report kind) const {
-  static const std::vector<std::string> kNone;
-  auto it = reports_.find(kind);
-  return it == reports_.end() ? kNone : it->second;
+std::vector<std::string> PassContext::reports(Report kind) const {
+  std::vector<std::string> lines;
+  for (const Said& s : said_)
+    if (s.kind == kind) lines.push_back(fmt::format("{}: {}", s.subject, s.text));
+  return lines;
 }
 
 std::string PassContext::unconvertibleReason(const std::string& label) const {

@@ -90,11 +90,11 @@ class PassContext {
   const std::vector<Said>& said() const { return said_; }
   const std::vector<Rewritten>& rewritten() const { return rewritten_; }
 
-  /// The lines reported, by kind, in order.
-  const std::vector<std::string>& reports(Report kind) const;
-  const std::vector<std::string>& refusals() const { return reports(Report::Refused); }
-  const std::vector<std::string>& approximations() const { return reports(Report::Approximation); }
-  const std::vector<std::string>& warnings() const { return reports(Report::Warning); }
+  /// The lines reported ("<subject>: <text>"), by kind, in order: made from said().
+  std::vector<std::string> reports(Report kind) const;
+  std::vector<std::string> refusals() const { return reports(Report::Refused); }
+  std::vector<std::string> approximations() const { return reports(Report::Approximation); }
+  std::vector<std::string> warnings() const { return reports(Report::Warning); }
   const std::map<std::string, int>& counters() const { return counters_; }
   /// The Unconvertible text reported for the node labelled `label`, or empty.
   std::string unconvertibleReason(const std::string& label) const;
@@ -103,7 +103,6 @@ class PassContext {
   spdlog::logger& log_;
   PassOptions options_;
   std::string path_;
-  std::map<Report, std::vector<std::string>> reports_;
   std::map<std::string, int> counters_;
   std::map<std::string, std::string> unconvertible_;  // node label -> text
   std::string pass_;
