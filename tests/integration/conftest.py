@@ -78,6 +78,26 @@ def data_file(model_path: str) -> str | None:
     return os.path.join(os.path.dirname(model_path), location)
 
 
+def saturating_convs(path: str) -> list[str]:
+    """The Conv nodes whose int8 weight has a pair onnxruntime's x86 u8 x s8 kernel can saturate,
+    by the rule (docs/onnxruntime-cpu.md): per output channel, in kernel-position-major,
+    channel-minor order, pairs (0,1), (2,3), ... of one sign with |w0 + w1| >= 129."""
+    m = onnx.load(path)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+    dq = {n.output[0]: n for n in m.graph.node if n.op_type == "DequantizeLinear"}
+    names = []
+    for n in m.graph.node:
+        w = inits.get(dq[n.input[1]].input[0]) if n.op_type == "Conv" and n.input[1] in dq else None
+        if w is None or w.dtype != np.int8:
+            continue
+        rows = w.astype(np.int32).transpose(0, *range(2, w.ndim), 1).reshape(w.shape[0], -1)
+        rows = rows[:, : rows.shape[1] // 2 * 2].reshape(w.shape[0], -1, 2)
+        same_sign = (rows[..., 0] * rows[..., 1]) > 0
+        if np.any(same_sign & (np.abs(rows.sum(-1)) >= 129)):
+            names.append(n.name)
+    return names
+
+
 def session(path: str, level: str = "disable") -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.graph_optimization_level = {

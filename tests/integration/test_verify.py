@@ -89,6 +89,11 @@ def test_a_clean_model_has_no_findings_and_exit_0(tmp_path):
     assert f"qconv: info: {path}: no findings" in text.stderr
 
 
+def g9(v) -> str:
+    """A float32 as qconv prints it ({:.9g}): enough digits to tell any two apart."""
+    return f"{np.float32(v):.9g}"
+
+
 DEFECTS = {
     # kind: (model knobs, flags, node, tensor, words in the message)
     "scale-invalid-zero": (dict(x_scale=0.0), [], "q_x", "x_q", "x_s'[0] is 0: not positive"),
@@ -98,10 +103,10 @@ DEFECTS = {
     "per-axis": (dict(w_scale=(0.02, 0.03, 0.04), w_zp=(0, 0, 0), bias="none"), [], "dq_w", "w",
                  "3 scales along axis 0, whose dimension is 2"),
     "representation": (dict(second_dq_scale=0.07), [], "dq_x2", "x_q",
-                       "'x_q' has two representations: y of q_x and x of dq_x2: scale 0.0500000007 (float) against "
-                       "0.0700000003 (float)"),
-    "bias-scale": (dict(bias_scale=(0.002, 0.003)), [], "conv", "b", "bias scale[0] is 0.00200000009, x_scale * "
-                   "w_scale is 0.00100000005"),
+                       f"'x_q' has two representations: y of q_x and x of dq_x2: scale {g9(0.05)} (float) against "
+                       f"{g9(0.07)} (float)"),
+    "bias-scale": (dict(bias_scale=(0.002, 0.003)), [], "conv", "b",
+                   f"bias scale[0] is {g9(0.002)}, x_scale * w_scale is {g9(np.float32(0.05) * np.float32(0.02))}"),
     "bias-overflow": (dict(bias="float", bias_values=(1e9, 0.5)), [], "conv", "b_f", "outside int32"),
     "saturation": (dict(w=np.full((2, 2, 2, 2), 100, np.int8)), [], "conv", "",
                    "weight pairs can saturate onnxruntime's u8 x s8 kernel"),
@@ -110,7 +115,7 @@ DEFECTS = {
     "annotation-unknown": (dict(annotations=[("ghost", {"SCALE_TENSOR": "x_s"})]), [], "quantization_annotation",
                            "ghost", "annotates 'ghost', which no node"),
     "annotation-disagrees": (dict(annotations=[("y_q", {"SCALE_TENSOR": "x_s", "ZERO_POINT_TENSOR": "y_zp"})]), [],
-                             "q_y", "y_q", "disagrees with q_y's y: scale 0.0500000007 (float) against 0.100000001"),
+                             "q_y", "y_q", f"disagrees with q_y's y: scale {g9(0.05)} (float) against {g9(0.1)} (float)"),
 }
 
 
