@@ -71,6 +71,8 @@ std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed = 
 /// when the path ends with a slash).
 struct PathParts {
   std::string dir, base;
+  /// Whether `base` can name a file: not empty, ".", or "..".
+  bool namesFile() const { return !base.empty() && base != "." && base != ".."; }
 };
 PathParts splitPath(const std::string& path);
 

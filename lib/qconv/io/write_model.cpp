@@ -170,19 +170,19 @@ void refuseProtected(const std::string& path, const WriteOptions& options) {
 }  // namespace
 
 void writeTextFile(const std::string& path, const std::string& text) {
-  const auto [dir, base] = splitPath(path);
-  if (base.empty() || base == "." || base == "..")
-    throw Error(ExitCode::Output, fmt::format("{}: the path names no file", path));
-  TempFile out(dir, base, path);
+  const PathParts parts = splitPath(path);
+  if (!parts.namesFile()) throw Error(ExitCode::Output, fmt::format("{}: the path names no file", path));
+  TempFile out(parts.dir, parts.base, path);
   writeAll(out, text.data(), text.size(), 0);
   out.finish(false);
   out.commit();
 }
 
 PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {
-  const auto [dir, base] = splitPath(path);
-  if (base.empty() || base == "." || base == "..")
-    throw Error(ExitCode::Output, fmt::format("{}: output path names no file", path));
+  const PathParts parts = splitPath(path);
+  if (!parts.namesFile()) throw Error(ExitCode::Output, fmt::format("{}: output path names no file", path));
+  const std::string& dir = parts.dir;
+  const std::string& base = parts.base;
   refuseProtected(path, options);
 
   std::unique_ptr<TempFile> data;

@@ -49,8 +49,9 @@ std::vector<std::string> outputsOf(const ConvertOptions& options) {
   std::vector<std::string> outputs;
   std::map<std::string, const std::string*> first;  // output file name -> the input that has it
   for (const std::string& in : options.inputs) {
-    const std::string base = io::splitPath(in).base;
-    if (base.empty() || base == "." || base == "..")
+    const io::PathParts parts = io::splitPath(in);
+    const std::string& base = parts.base;
+    if (!parts.namesFile())
       throw Error(ExitCode::Usage, fmt::format("'{}': an input names a folder or nothing", in));
     if (auto [it, fresh] = first.emplace(base, &in); !fresh)
       throw Error(ExitCode::Usage, fmt::format("{} and {} would both be written to {}/{}: convert them in two batches",

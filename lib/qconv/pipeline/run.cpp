@@ -56,8 +56,7 @@ std::string summary(const PassContext& ctx) {
 /// exit 5, untouched, when it is something else than a regular file (a device, a FIFO, a socket,
 /// or a symbolic link to one): qconv replaces only regular files.
 void checkOutputPath(const std::string& path) {
-  const std::string base = io::splitPath(path).base;
-  if (base.empty() || base == "." || base == "..")
+  if (!io::splitPath(path).namesFile())
     throw Error(ExitCode::Usage, fmt::format("'{}': the output path names a folder or nothing; give a file name", path));
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return;  // a new file
