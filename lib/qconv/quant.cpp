@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -12,12 +13,14 @@ namespace qconv {
 
 using onnx::TensorProto;
 
-bool isForeignQuantDomain(const std::string& domain) {
-  static const char* const kDomains[] = {"qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general", "vai",
-                                         "com.amd.quark", "com.vai.quantize", "org.openvinotoolkit"};
-  for (const char* d : kDomains)
-    if (domain == d) return true;
-  return false;
+const char* foreignQuantDialect(const std::string& domain) {
+  static const std::pair<const char*, const char*> kDomains[] = {
+      {"qonnx.custom_op.general", "QONNX"}, {"onnx.brevitas", "QONNX"},       {"finn.custom_op.general", "QONNX"},
+      {"vai", "Vitis AI"},                  {"com.vai.quantize", "Vitis AI"}, {"com.amd.quark", "AMD Quark"},
+      {"org.openvinotoolkit", "OpenVINO FakeQuantize"}};
+  for (const auto& [d, dialect] : kDomains)
+    if (domain == d) return dialect;
+  return nullptr;
 }
 
 ir::Node* dequantizeFeeding(const ir::Value* v) {

@@ -15,9 +15,10 @@ namespace qconv {
 inline bool isQuantize(const ir::Node& n) { return n.is("QuantizeLinear"); }
 inline bool isDequantize(const ir::Node& n) { return n.is("DequantizeLinear"); }
 
-/// A domain of a quantization dialect that no standard runtime runs (QONNX, Vitis AI, AMD
-/// Quark, OpenVINO). com.microsoft is not one: onnxruntime runs it.
-bool isForeignQuantDomain(const std::string& domain);
+/// The quantization dialect of a domain no standard runtime runs ("QONNX", "Vitis AI", "AMD
+/// Quark", "OpenVINO FakeQuantize"), or null. com.microsoft is not one: onnxruntime runs it.
+const char* foreignQuantDialect(const std::string& domain);
+inline bool isForeignQuantDomain(const std::string& domain) { return foreignQuantDialect(domain) != nullptr; }
 
 /// The producer of `v` when it is a standard DequantizeLinear, else null.
 ir::Node* dequantizeFeeding(const ir::Value* v);

@@ -27,10 +27,8 @@ using Json = nlohmann::ordered_json;
 /// The quantization dialect a node belongs to, or null (docs/dialects.md).
 const char* dialectOf(const ir::Node& n) {
   const std::string& d = n.domain();
-  if (d == "qonnx.custom_op.general" || d == "onnx.brevitas" || d == "finn.custom_op.general") return "QONNX";
-  if (d == "vai" || d == "com.vai.quantize") return "Vitis AI";
-  if (d == "com.amd.quark") return "AMD Quark";
-  if (d == "org.openvinotoolkit" || n.is("FakeQuantize")) return "OpenVINO FakeQuantize";
+  if (const char* foreign = foreignQuantDialect(d)) return foreign;
+  if (n.is("FakeQuantize")) return "OpenVINO FakeQuantize";  // in any domain
   if (d == "com.microsoft" && (n.opType().rfind("QLinear", 0) == 0 || n.is("QGemm") || n.is("QuantizeLinear") ||
                                n.is("DequantizeLinear") || n.opType().rfind("DynamicQuantize", 0) == 0 ||
                                n.opType().find("Integer") != std::string::npos || n.is("QAttention")))
