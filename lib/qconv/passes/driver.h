@@ -95,12 +95,13 @@ inline std::string prefixed(const std::string& declined, const std::string& reas
 template <typename Rule, typename Group>
 void rewriteAndRecord(ir::Graph& graph, ir::Node& root, Group& group, PassContext& ctx, Rule& rule) {
   const size_t made = graph.nodesMade(), live = graph.nodes().size();
-  Rewritten record{ctx.pass(), root.label(), root.opType(), {}, false};
   rule.rewrite(graph, group, ctx);
+  if (graph.nodesMade() == made && graph.nodes().size() == live) return;  // nothing to record: no label made
+  // a destroyed root keeps its proto (and so its label) until emit
+  Rewritten record{ctx.pass(), root.label(), root.opType(), {}, graph.isAlive(&root)};
   for (size_t i = made; i < graph.nodesMade(); ++i)
     if (const ir::Node* n = graph.madeNode(i); graph.isAlive(n)) record.became.push_back(n->opType());
-  record.kept = graph.isAlive(&root);
-  if (graph.nodesMade() != made || graph.nodes().size() != live) ctx.rewrote(std::move(record));
+  ctx.rewrote(std::move(record));
 }
 
 template <typename Rule>
