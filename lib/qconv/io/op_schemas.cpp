@@ -47,19 +47,29 @@ size_t OpSchemas::built() const {
 }
 
 const onnx::OpSchema* OpSchemas::GetSchema(const std::string& op, int max_version, const std::string& domain) const {
-  // the declaration with the greatest since-version not above max_version (the table is short:
-  // a scan costs less than building one schema)
+  std::string key = op;
+  key += '\0';
+  key += domain;
+  key += '\0';
+  key += std::to_string(max_version);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = answered_.find(key); it != answered_.end()) return it->second;
+  // the declaration with the greatest since-version not above max_version (a scan of the table:
+  // once per operator, domain and version the model uses)
   const Declared* best = nullptr;
   for (const Declared& d : kDeclared)
     if (d.since <= max_version && op == d.op && domain == d.domain && (!best || d.since > best->since)) best = &d;
-  if (!best) return nullptr;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto& slot = built_[{op, domain, best->since}];
-  if (!slot) {
-    slot = std::make_unique<onnx::OpSchema>(best->make());
-    slot->Finalize();
+  const onnx::OpSchema* schema = nullptr;
+  if (best) {
+    auto& slot = built_[{op, domain, best->since}];
+    if (!slot) {
+      slot = std::make_unique<onnx::OpSchema>(best->make());
+      slot->Finalize();
+    }
+    schema = slot.get();
   }
-  return slot.get();
+  answered_.emplace(std::move(key), schema);
+  return schema;
 }
 
 }  // namespace qconv::io

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 namespace qconv::io {
 
@@ -37,6 +38,9 @@ class OpSchemas final : public onnx::ISchemaRegistry {
  private:
   mutable std::mutex mutex_;
   mutable std::map<std::tuple<std::string, std::string, int>, std::unique_ptr<onnx::OpSchema>> built_;
+  /// Every lookup answered so far ("op\0domain\0version" -> its schema, or null): the checker
+  /// asks once per node, and a model uses few operators.
+  mutable std::unordered_map<std::string, const onnx::OpSchema*> answered_;
 };
 
 }  // namespace qconv::io
