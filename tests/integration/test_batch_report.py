@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -304,9 +305,18 @@ def test_a_batch_removes_the_old_data_files_of_its_outputs_only(tmp_path):
     ext = external_model(str(ins))
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    stale = out_dir / "ext.onnx.0123456789abcdef.data"
-    stale.write_bytes(b"old")
-    others = [out_dir / "other.onnx.0123456789abcdef.data", out_dir / "ext.onnx.data", out_dir / "notes.txt"]
+    # the data file an earlier ext.onnx of other weights left (qconv's: its bytes hash to its name)
+    earlier = onnx.load(ext)
+    earlier.graph.initializer[0].raw_data = bytes(reversed(earlier.graph.initializer[0].raw_data))
+    earlier_dir = tmp_path / "earlier"
+    earlier_dir.mkdir()
+    earlier_src = save_external(earlier, str(earlier_dir), name="ext.onnx", location="ext.onnx.data")
+    assert run_qconv("convert", "--format", "qdq", "--out-dir", str(out_dir), earlier_src).returncode == 0
+    stale = Path(data_file(str(out_dir / "ext.onnx")))
+    os.remove(out_dir / "ext.onnx")  # named by no model now, as a killed run leaves it
+    # files that only look like data files, or are another output's: not the sweep's
+    others = [out_dir / "other.onnx.0123456789abcdef.data", out_dir / "ext.onnx.0123456789abcdef.data",
+              out_dir / "ext.onnx.data", out_dir / "notes.txt"]
     for f in others:
         f.write_bytes(b"keep")
     r = run_qconv("convert", "--format", "qdq", "--out-dir", str(out_dir), ext, EXAMPLE)

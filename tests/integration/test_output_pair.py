@@ -97,9 +97,16 @@ def test_each_conversion_leaves_only_its_own_data_file(tmp_path):
         assert sorted(os.listdir(out_dir)) == sorted(["out.onnx", names[-1]])
         assert np.all(session(out).run(None, {"x": np.zeros(4096, np.float32)})[0] == (1.0 if src == a else 2.0))
     assert names[0] == names[2] != names[1]  # named by content: deterministic
-    # a data file left by a run killed between its two renames (named, but by no model) goes too
-    orphan = out_dir / "out.onnx.00000000000000aa.data"
-    orphan.write_bytes(b"\0" * 4096)
+    # a data file left by a run killed between its two renames (named, but by no model) goes too:
+    # b's, as a killed run would have left it (its bytes hash to its name: qconv wrote it)
+    with open(out_dir / names[0], "rb") as f:
+        a_bytes = f.read()
+    assert run_qconv("convert", b, out, "--format", "qdq").returncode == 0
+    with open(out_dir / names[0], "wb") as f:  # a's data back, named by no model now
+        f.write(a_bytes)
+    # a file only named like a data file (its bytes are not what its name says) is not qconv's
+    look_alike = out_dir / "out.onnx.00000000000000aa.data"
+    look_alike.write_bytes(b"\0" * 4096)
     assert run_qconv("convert", b, out, "--format", "qdq", "--inline-data").returncode == 0
-    assert sorted(os.listdir(out_dir)) == ["out.onnx"] and data_file(out) is None
+    assert sorted(os.listdir(out_dir)) == ["out.onnx", look_alike.name] and data_file(out) is None
 

@@ -13,6 +13,7 @@
 #include "qconv/diag.h"
 #include "qconv/io/content_hash.h"
 #include "qconv/io/model_io.h"
+#include "qconv/io/temp_file.h"
 
 using namespace qtest;
 namespace fs = std::filesystem;
@@ -170,5 +171,41 @@ TEST_CASE("a failed commit of the same bytes keeps the data file the old model n
   REQUIRE_THROWS(failing.commit([] { throw qconv::Error(qconv::ExitCode::Output, "injected"); }));
   REQUIRE(checkPair(out, 'a') == da);
   REQUIRE(listing(d) == std::set<std::string>{"out.onnx", da});
+  fs::remove_all(d);
+}
+
+TEST_CASE("the sweep's names: data files and the temporaries a killed commit leaves, of that output only") {
+  REQUIRE(qconv::io::linkedTemporaryBase(".m.onnx.qconv-123-0") == "m.onnx");
+  REQUIRE(qconv::io::linkedTemporaryBase(".m.onnx.data.qconv-7-12") == "m.onnx.data");
+  for (const char* no : {"m.onnx.qconv-1-0", ".m.onnx.qconv-AbC123", ".m.onnx.qconv-1-", ".m.onnx.qconv--1", ".qconv-1-0",
+                         ".m.onnx.qconv-1-0x"})
+    REQUIRE(qconv::io::linkedTemporaryBase(no).empty());
+  REQUIRE(qconv::io::isSweptName("m.onnx", "m.onnx.0123456789abcdef.data"));
+  REQUIRE(qconv::io::isSweptName("m.onnx", ".m.onnx.qconv-1-0"));
+  REQUIRE(qconv::io::isSweptName("m.onnx", ".m.onnx.data.qconv-1-0"));
+  REQUIRE_FALSE(qconv::io::isSweptName("m.onnx", ".n.onnx.qconv-1-0"));
+  REQUIRE_FALSE(qconv::io::isSweptName("m.onnx", "m.onnx.data"));
+  REQUIRE(qconv::io::sweptNameOwners(".a.data.qconv-1-0") == std::vector<std::string>{"a.data", "a"});
+  REQUIRE(qconv::io::sweptNameOwners("a.0123456789abcdef.data") == std::vector<std::string>{"a"});
+  REQUIRE(qconv::io::sweptNameOwners("a.data").empty());
+}
+
+TEST_CASE("only a data file whose bytes hash to its name is qconv's: a look-alike stays, a killed commit's leftovers go") {
+  const fs::path d = freshDir("tag");
+  const std::string out = (d / "out.onnx").string();
+  onnx::ModelProto a = modelFilledWith('a');
+  qconv::io::WriteOptions options;
+  options.external_data = true;
+  qconv::io::writeModel(a, out, options);
+  const std::string da = checkPair(out, 'a');
+  REQUIRE(qconv::io::tagMatches((d / da).string()));
+  // a look-alike: a name of the pattern, other bytes; and what a commit killed after its link left
+  std::ofstream(d / "out.onnx.0123456789abcdef.data") << "user's bytes";
+  REQUIRE_FALSE(qconv::io::tagMatches((d / "out.onnx.0123456789abcdef.data").string()));
+  std::ofstream(d / ".out.onnx.qconv-99999-0") << "a killed commit's model";
+  std::ofstream(d / ".out.onnx.data.qconv-99999-1") << "a killed commit's data";
+  onnx::ModelProto b = modelFilledWith('b');
+  qconv::io::writeModel(b, out, options);
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", checkPair(out, 'b'), "out.onnx.0123456789abcdef.data"});
   fs::remove_all(d);
 }

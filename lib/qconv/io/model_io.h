@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -81,13 +82,12 @@ struct WriteOptions {
   /// (dataFileName; offsets aligned to kExternalAlignment); otherwise every tensor goes into the
   /// model (refused when that passes protobuf's 2 GB limit).
   bool external_data = false;
-  /// (device, inode) of files that must not be replaced or removed: the input and its data files.
+  /// (device, inode) of files that must not be replaced or removed, sorted: every input of the
+  /// run and the files their external data names (pipeline/write_plan.h).
   std::vector<std::pair<uint64_t, uint64_t>> protected_files;
   /// Whether (dev, ino) is one of protected_files.
   bool protects(uint64_t dev, uint64_t ino) const {
-    for (const auto& [d, i] : protected_files)
-      if (d == dev && i == ino) return true;
-    return false;
+    return std::binary_search(protected_files.begin(), protected_files.end(), std::make_pair(dev, ino));
   }
   /// Flush the files to disk before renaming them into place, and the folder after: the result
   /// then survives a power loss too. Without it the write is still atomic for every reader and
@@ -99,9 +99,9 @@ struct WriteOptions {
   /// signal, so that no conversion of the batch is between its renames then (a lone run blocks
   /// the signals instead, as each commit does here too, but a batch has several threads).
   std::shared_mutex* commit_gate = nullptr;
-  /// The names in the output's folder that may be data files of OUT (isDataFileName), when the
-  /// caller listed the folder already: a batch lists it once, not once per output (which
-  /// would make a batch of n outputs cost n^2). Null: commit() lists the folder itself.
+  /// The names in the output's folder the commit may sweep (isSweptName), when the caller listed
+  /// the folder already: a batch lists it once, not once per output (which would make a batch
+  /// of n outputs cost n^2). Null: commit() lists the folder itself.
   const std::vector<std::string>* data_file_names = nullptr;
 };
 
@@ -117,6 +117,15 @@ bool isDataFileName(const std::string& base, const std::string& name);
 /// The output file name whose data file `name` is (dataFileName's `base`), or empty when it is
 /// none's.
 std::string dataFileOwner(const std::string& name);
+/// Whether the file at `path` is a data file qconv wrote: a regular file named as one
+/// (dataFileName) whose bytes hash to the tag in its name. Only such data files are swept.
+bool tagMatches(const std::string& path);
+/// Whether the commit of output `base` may sweep `name` from its folder (io/output_pair.cpp):
+/// one of its data files, or a temporary a killed commit of it left (temp_file.h).
+bool isSweptName(const std::string& base, const std::string& name);
+/// The output file names whose commit may sweep `name` (none, one, or two: `.a.data.qconv-1-0`
+/// is a temporary of output a's data file or of output a.data).
+std::vector<std::string> sweptNameOwners(const std::string& name);
 
 /// An output written to temporary files beside its path and not yet in place. commit() puts it
 /// there as a pair: under an exclusive lock on the folder (flock, shared by every qconv writing

@@ -2,30 +2,47 @@
 //
 //   before: OUT -> OUT.<a>.data              (the last output, or nothing)
 //   1. lock the folder (flock, exclusive: one qconv commit at a time in it)
-//   2. rename the new data file in as OUT.<b>.data   (b: a hash of its bytes; a != b unless
+//   2. list what step 5 may remove, and check it: see "The sweep" below
+//   3. link the new data file in as OUT.<b>.data     (b: a hash of its bytes; a != b unless
 //      the bytes are the same, so the old pair is untouched)
-//   3. rename the new model over OUT                 (OUT -> OUT.<b>.data: the new pair)
-//   4. remove OUT.<x>.data for every x != b          (no model at OUT names them any more)
-//   5. fsync the folder when durable (--fsync); unlock
+//   4. rename the new model over OUT                 (OUT -> OUT.<b>.data: the new pair)
+//   5. remove what step 2 listed                     (no model at OUT names it any more)
+//   6. fsync the folder when durable (--fsync); unlock
 //
-// A failure at 3 removes what 2 brought in (unless it was there before, with the same bytes),
-// and leaves the old pair. A writer killed between 2 and 3 leaves an unnamed data file, which
-// the next commit to OUT removes at 4. The lock makes 2 to 4 one step for every qconv writing
-// to the folder: without it a writer's step 4 could remove the data file another has just
-// renamed in at its step 2. Where flock is not available (some network file systems) the
-// commit goes on without it. SIGTERM, SIGINT, SIGHUP and SIGQUIT are held from 1 to 5: a
-// signal then ends the run just after the commit, not inside it.
+// The sweep removes, of the files of OUT's folder, only what qconv wrote for OUT and what no
+// input of the run reads (WriteOptions::protected_files, pipeline/write_plan.h):
+//   - OUT.<x>.data for x != b, a regular file whose bytes hash to x (so a file of the user's
+//     that only looks like one stays): the data file of the model being replaced (read off
+//     that model, io/external_refs.h, so that a commit by another process since this run
+//     listed the folder is swept too), and the ones a listing of the folder found (what killed
+//     runs left: from WriteOptions::data_file_names, a batch's one listing, or listed here);
+//   - the hidden temporaries a commit killed between its link and its rename left
+//     (.OUT.qconv-P-N, .OUT.data.qconv-P-N, temp_file.h): temporaries get a name only inside a
+//     commit, under this lock, so while it is held every one of them is a leftover. Only when the
+//     lock is held (never on a file system without flock).
+// The checks (the hashes) run before step 4, so that only the unlinks lie between the model's
+// rename and the end of the commit.
+//
+// A failure at 4 removes what 3 brought in (unless it was there before, with the same bytes),
+// and leaves the old pair. A writer killed between 3 and 4 leaves an unnamed data file, and one
+// killed between 4 and 5 the old one: the next commit to OUT removes both. The lock makes 2 to 5
+// one step for every qconv writing to the folder: without it a writer's step 5 could remove the
+// data file another has just linked in at its step 3. Where flock is not available (some
+// network file systems) the commit goes on without it. SIGTERM, SIGINT, SIGHUP and SIGQUIT are
+// held from 1 to 6: a signal then ends the run just after the commit, not inside it.
 #include <dirent.h>
 #include <signal.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cinttypes>
 
 #include "qconv/diag.h"
+#include "qconv/io/content_hash.h"
+#include "qconv/io/external_refs.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/temp_file.h"
 
@@ -34,26 +51,6 @@ namespace qconv::io {
 namespace {
 
 constexpr size_t kTagDigits = 16;
-
-/// An exclusive flock on a folder, released when destroyed (or when the process dies).
-class FolderLock {
- public:
-  explicit FolderLock(const std::string& dir) : fd_(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
-    if (fd_ < 0) return;
-    while (flock(fd_, LOCK_EX) != 0)
-      if (errno != EINTR) break;  // not supported here: go on unlocked
-  }
-  ~FolderLock() {
-    if (fd_ >= 0) close(fd_);  // releases the lock
-  }
-  FolderLock(const FolderLock&) = delete;
-  FolderLock& operator=(const FolderLock&) = delete;
-  /// The folder, open for reading (-1 when it could not be opened).
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 /// SIGTERM, SIGINT, SIGHUP and SIGQUIT held back for the commit's few system calls, delivered
 /// when it ends: a run interrupted there dies with the new pair in place, never with a linked
@@ -74,28 +71,42 @@ class HoldInterrupts {
   sigset_t old_;
 };
 
-/// Step 4: every regular file of `dir` named as a data file of `base`, but `keep`, and not
-/// protected. Best effort: a file that cannot be removed is left (it is named by no model).
-void removeStaleData(const std::string& dir, const std::string& base, const std::string& keep,
-                     const WriteOptions& options) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return;
+/// tagMatches for `name` of `dirfd`, a regular file described by `st`.
+bool tagMatchesAt(int dirfd, const std::string& name, const struct stat& st) {
+  const int fd = openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  uint64_t hash = 0;
+  const bool read = hashFile(fd, static_cast<uint64_t>(st.st_size), hash);
+  close(fd);
+  const size_t tag = name.size() - kTagDigits - 5;
+  return read && name.size() > kTagDigits + 5 && name.compare(tag, kTagDigits, fmt::format("{:016x}", hash)) == 0;
+}
+
+/// Step 2: what step 5 removes (see the top of this file). `old` names what the model being
+/// replaced reads.
+std::vector<std::string> sweepList(int dirfd, const std::string& base, const std::string& keep,
+                                   const WriteOptions& options, bool locked, const std::vector<std::string>& old) {
   std::vector<std::string> names;
   if (options.data_file_names) {
     names = *options.data_file_names;
-  } else {
+  } else if (DIR* d = fdopendir(dup(dirfd))) {
     while (const dirent* e = readdir(d))
-      if (isDataFileName(base, e->d_name)) names.emplace_back(e->d_name);
+      if (isSweptName(base, e->d_name)) names.emplace_back(e->d_name);
+    closedir(d);
   }
+  for (const std::string& location : old)
+    if (isDataFileName(base, location)) names.push_back(location);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   std::vector<std::string> stale;
   for (const std::string& name : names) {
-    if (name == keep || !isDataFileName(base, name)) continue;
+    if (name == keep || !isSweptName(base, name)) continue;
     struct stat st {};
-    if (fstatat(dirfd(d), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (!options.protects(st.st_dev, st.st_ino)) stale.push_back(name);
+    if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (options.protects(st.st_dev, st.st_ino)) continue;
+    if (isDataFileName(base, name) ? tagMatchesAt(dirfd, name, st) : locked) stale.push_back(name);
   }
-  for (const std::string& name : stale) unlinkat(dirfd(d), name.c_str(), 0);
-  closedir(d);
+  return stale;
 }
 
 /// Make the renames themselves durable: fsync the folder that holds them (`fd`, the lock's).
@@ -124,6 +135,32 @@ std::string dataFileOwner(const std::string& name) {
   return isDataFileName(base, name) ? base : std::string();
 }
 
+bool tagMatches(const std::string& path) {
+  const PathParts parts = splitPath(path);
+  const int dirfd = open(parts.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return false;
+  struct stat st {};
+  const bool match = fstatat(dirfd, parts.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                     !dataFileOwner(parts.base).empty() && tagMatchesAt(dirfd, parts.base, st);
+  close(dirfd);
+  return match;
+}
+
+bool isSweptName(const std::string& base, const std::string& name) {
+  if (isDataFileName(base, name)) return true;
+  const std::string linked = linkedTemporaryBase(name);
+  return linked == base || linked == base + ".data";
+}
+
+std::vector<std::string> sweptNameOwners(const std::string& name) {
+  if (std::string owner = dataFileOwner(name); !owner.empty()) return {owner};
+  std::string linked = linkedTemporaryBase(name);
+  if (linked.empty()) return {};
+  std::vector<std::string> owners{linked};
+  if (linked.size() > 5 && linked.compare(linked.size() - 5, 5, ".data") == 0) owners.push_back(linked.substr(0, linked.size() - 5));
+  return owners;
+}
+
 PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir,
                            std::string path, const WriteOptions& options)
     : model_(std::move(model)), data_(std::move(data)), dir_(std::move(dir)), path_(std::move(path)), options_(options) {
@@ -142,10 +179,16 @@ void PendingWrite::commit(const std::function<void()>& between) {
   if (options_.commit_gate) gate = std::shared_lock<std::shared_mutex>(*options_.commit_gate);
   HoldInterrupts hold;
   FolderLock lock(dir_);
-  std::string keep;
+  const std::string base = splitPath(path_).base;
+  const std::string keep = data_ ? splitPath(data_->target()).base : std::string();
+  std::vector<std::string> stale;
+  if (lock.fd() >= 0) {
+    struct stat st {};
+    const bool replaces = lstat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);  // a symlink's target is not replaced
+    stale = sweepList(lock.fd(), base, keep, options_, lock.locked(), replaces ? externalLocations(path_) : std::vector<std::string>{});
+  }
   bool broughtIn = false;
   if (data_) {
-    keep = splitPath(data_->target()).base;
     struct stat st {};
     broughtIn = lstat(data_->target().c_str(), &st) != 0;
     data_->commit();
@@ -157,7 +200,7 @@ void PendingWrite::commit(const std::function<void()>& between) {
     if (broughtIn) unlink(data_->target().c_str());
     throw;
   }
-  removeStaleData(dir_, splitPath(path_).base, keep, options_);
+  for (const std::string& name : stale) unlinkat(lock.fd(), name.c_str(), 0);
   model_.reset();
   data_.reset();
   if (options_.durable) syncFolder(lock.fd(), path_);

@@ -1,9 +1,12 @@
 #include "qconv/io/temp_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 
 #include "qconv/diag.h"
@@ -53,28 +56,61 @@ void TempFile::finish(bool durable) {
 }
 
 void TempFile::commit() {
-  if (anonymous_) linkIn();
+  if (anonymous_ && linkAt(target_)) {  // no name was ever between this file and its place
+    path_.clear();
+  } else {
+    if (anonymous_) linkIn();
+    if (rename(path_.c_str(), target_.c_str()) != 0)
+      fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
+  }
+  committed_ = true;
   const int fd = fd_;
   fd_ = -1;
   if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
-  if (rename(path_.c_str(), target_.c_str()) != 0)
-    fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
-  committed_ = true;
+}
+
+bool TempFile::linkAt(const std::string& name) const {
+  const std::string proc = fmt::format("/proc/self/fd/{}", fd_);
+  int r = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW);
+  if (r != 0 && errno == ENOENT) r = linkat(fd_, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH);
+  return r == 0;
 }
 
 void TempFile::linkIn() {
-  const std::string proc = fmt::format("/proc/self/fd/{}", fd_);
   for (unsigned attempt = 0;; ++attempt) {
     path_ = fmt::format("{}/.{}.qconv-{}-{}", dir_, base_, getpid(), attempt);
-    int r = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW);
-    if (r != 0 && errno == ENOENT) r = linkat(fd_, "", AT_FDCWD, path_.c_str(), AT_EMPTY_PATH);
-    if (r == 0) return;
+    if (linkAt(path_)) return;
     if (errno != EEXIST || attempt > 100) {
       const std::string why = sysError();
       path_.clear();
       fail(fmt::format("cannot link the temporary file into '{}': {}", dir_, why));
     }
   }
+}
+
+std::string linkedTemporaryBase(const std::string& name) {
+  // .BASE.qconv-<digits>-<digits>
+  const size_t mark = name.rfind(".qconv-");
+  if (name.size() < 2 || name[0] != '.' || mark == std::string::npos || mark < 2) return {};
+  const std::string tail = name.substr(mark + 7);
+  const size_t dash = tail.find('-');
+  auto digits = [](const std::string& t) {
+    return !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  };
+  if (dash == std::string::npos || !digits(tail.substr(0, dash)) || !digits(tail.substr(dash + 1))) return {};
+  return name.substr(1, mark - 1);
+}
+
+FolderLock::FolderLock(const std::string& dir) : fd_(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+  if (fd_ < 0) return;
+  int r;
+  while ((r = flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+  }
+  locked_ = r == 0;  // else not supported here: go on unlocked
+}
+
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) close(fd_);  // releases the lock
 }
 
 }  // namespace qconv::io

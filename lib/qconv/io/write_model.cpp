@@ -175,6 +175,7 @@ void writeTextFile(const std::string& path, const std::string& text) {
   TempFile out(parts.dir, parts.base, path);
   writeAll(out, text.data(), text.size(), 0);
   out.finish(false);
+  FolderLock lock(parts.dir);  // its temporary gets a name only under the lock (output_pair.cpp)
   out.commit();
 }
 

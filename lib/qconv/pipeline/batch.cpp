@@ -13,7 +13,6 @@
 // commit gate exclusively (waits for the commits under way, lets no other start), then dies of
 // that signal as a lone run would, with every output a whole old or new pair.
 #include <fmt/format.h>
-#include <dirent.h>
 #include <poll.h>
 #include <spdlog/logger.h>
 #include <sys/eventfd.h>
@@ -30,6 +29,7 @@
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/item.h"
+#include "qconv/pipeline/write_plan.h"
 
 namespace qconv {
 
@@ -59,22 +59,6 @@ std::vector<std::string> outputsOf(const ConvertOptions& options) {
     outputs.push_back(batchOutput(options.out_dir, in));
   }
   return outputs;
-}
-
-/// DIR's old data files, by the output they belong to (io::isDataFileName): listed once for
-/// the batch, instead of once per output.
-std::vector<std::vector<std::string>> oldDataFiles(const std::string& dir, const std::vector<std::string>& outputs) {
-  std::map<std::string, size_t> index;  // output file name -> its position
-  for (size_t i = 0; i < outputs.size(); ++i) index.emplace(io::splitPath(outputs[i]).base, i);
-  std::vector<std::vector<std::string>> names(outputs.size());
-  if (DIR* d = opendir(dir.c_str())) {
-    while (const dirent* e = readdir(d)) {
-      const std::string owner = io::dataFileOwner(e->d_name);
-      if (auto it = index.find(owner); !owner.empty() && it != index.end()) names[it->second].emplace_back(e->d_name);
-    }
-    closedir(d);
-  }
-  return names;
 }
 
 /// The interrupting signals blocked in this thread (and so in the threads it starts) and read
@@ -135,16 +119,17 @@ class BatchSignals {
 
 int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report) {
   std::vector<std::string> outputs;
+  WritePlan plan;  // one listing of DIR for every commit's sweep, and what every item reads
   try {
     checkFlags(options);
     outputs = outputsOf(options);
+    plan = planWrites(options.inputs, outputs, options.report);
   } catch (const Error& e) {
     stderrLogger(err, options.verbosity)->error("{}", e.what());
     return static_cast<int>(e.code());
   }
   const size_t n = outputs.size();
   report.items.resize(n);
-  const std::vector<std::vector<std::string>> old_data = oldDataFiles(options.out_dir, outputs);
   const io::OpSchemas schemas;
   std::shared_mutex gate;
   std::atomic<size_t> next{0};
@@ -155,8 +140,9 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
   for (size_t w = 0; w < workers; ++w)
     threads.emplace_back([&] {
       for (size_t i; (i = next.fetch_add(1)) < n;)
-        convertItem(options, Item{options.inputs[i], outputs[i], schemas, &gate, true, &old_data[i]}, report.items[i],
-                    err, out);
+        convertItem(options, Item{options.inputs[i], outputs[i], schemas, &gate, true, &plan.protected_files,
+                                  &plan.sweep_names[i]},
+                    report.items[i], err, out);
       if (running.fetch_sub(1) == 1) signals.workersDone();
     });
   signals.wait(gate);

@@ -6,6 +6,7 @@
 #include <spdlog/sinks/base_sink.h>
 
 #include <memory>
+#include <cstdint>
 #include <mutex>
 #include <ostream>
 #include <shared_mutex>
@@ -55,7 +56,9 @@ struct Item {
   const io::OpSchemas& schemas;       // the checker's, shared by a batch
   std::shared_mutex* commit_gate;     // a batch's (io::WriteOptions::commit_gate), else null
   bool batch;                         // an item of a batch: its stderr lines name the input
-  /// A batch's listing of the output's old data files (io::WriteOptions::data_file_names).
+  /// What no commit of the run may replace or remove (WritePlan::protected_files).
+  const std::vector<std::pair<uint64_t, uint64_t>>* protected_files = nullptr;
+  /// A batch's listing of what the output's commit may sweep (io::WriteOptions::data_file_names).
   const std::vector<std::string>* data_file_names = nullptr;
 };
 

@@ -6,6 +6,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "qconv/analysis/annotation.h"
@@ -14,6 +15,7 @@
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/item.h"
 #include "qconv/pipeline/pass_manager.h"
+#include "qconv/pipeline/write_plan.h"
 #include "qconv/passes/opset_history.h"
 #include "qconv/quant.h"
 
@@ -28,11 +30,6 @@ std::vector<std::string> pipelineFor(Format format) {
 }
 
 namespace {
-
-bool sameFile(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
-  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
 
 std::string summary(const PassContext& ctx) {
   std::string s;
@@ -117,9 +114,6 @@ namespace {
 void convert(const ConvertOptions& options, const Item& item, ItemReport& report, spdlog::logger& log,
              std::ostream& out) {
   checkOutputPath(item.output);
-  if (sameFile(item.input, item.output))
-    throw Error(ExitCode::Usage, fmt::format("{}: output is the input file; qconv never modifies its input",
-                                             item.output));
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   struct KeepTimings {  // what was timed, also when a stage throws
     PassManager& pm;
@@ -142,12 +136,14 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   write.durable = options.fsync;
   write.commit_gate = item.commit_gate;
   write.data_file_names = item.data_file_names;
-  if (files) {
-    write.protected_files = files->identities();
+  if (item.protected_files) write.protected_files = *item.protected_files;  // the plan's: what the run reads
+  if (files) {  // what this input did open (the plan's already, unless a file was replaced since)
+    write.protected_files.insert(write.protected_files.end(), files->identities().begin(), files->identities().end());
     write.external_data = !files->identities().empty() && !options.inline_data;
   }
   if (struct stat st {}; stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
     write.protected_files.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  std::sort(write.protected_files.begin(), write.protected_files.end());
   io::FileBacked fileBacked;  // the output's tensors whose bytes are still in the input's files
   write.file_backed = &fileBacked;
   onnx::ModelProto result = pm.timeStage("emit", [&] {
@@ -218,44 +214,31 @@ std::pair<int, std::string> failureOf(const std::string& input) {
   }
 }
 
-namespace {
-
-/// --report must not name an input or an output of the run: it would replace it.
-void checkReportPath(const ConvertOptions& options) {
-  std::vector<std::string> files = options.inputs;
-  for (const std::string& in : options.inputs) files.push_back(batchOutput(options.out_dir, in));
-  if (options.out_dir.empty()) files = {options.input, options.output};
-  for (const std::string& f : files)
-    if (f == options.report || sameFile(f, options.report))
-      throw Error(ExitCode::Usage, fmt::format("--report {}: names an input or an output of this run", options.report));
-}
-
-}  // namespace
-
 int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
   const auto started = std::chrono::steady_clock::now();
   StderrLines lines(err);
-  if (!options.report.empty()) {
-    try {
-      checkReportPath(options);
-    } catch (const Error& e) {
-      stderrLogger(lines, options.verbosity)->error("{}", e.what());
-      return static_cast<int>(e.code());
-    }
-  }
   RunReport report;
   report.format = options.format == Format::Qop ? "qop" : "qdq";
   int code = 0;
   if (!options.out_dir.empty() || !options.inputs.empty()) {
     code = runBatch(options, out, lines, report);
   } else {
+    WritePlan plan;
+    try {
+      plan = planWrites({options.input}, {options.output}, options.report);
+    } catch (const Error& e) {  // before anything is read or written
+      stderrLogger(lines, options.verbosity)->error("{}", e.what());
+      return static_cast<int>(e.code());
+    }
     io::OpSchemas schemas;
     report.items.emplace_back();
-    code = convertItem(options, Item{options.input, options.output, schemas, nullptr, false}, report.items.back(),
-                       lines, out);
+    Item item{options.input, options.output, schemas, nullptr, false};
+    item.protected_files = &plan.protected_files;
+    code = convertItem(options, item, report.items.back(), lines, out);
   }
   report.exit_code = code;
-  if (options.report.empty()) return code;
+  // a run refused before it started (a usage error, the write plan) writes nothing, no report either
+  if (options.report.empty() || report.items.empty()) return code;
   report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   try {
     io::writeTextFile(options.report, reportJson(report));

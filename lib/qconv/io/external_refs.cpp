@@ -1,0 +1,103 @@
+#include "qconv/io/external_refs.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "qconv/io/wire.h"
+
+namespace qconv::io {
+
+namespace {
+
+/// The messages on a path to a TensorProto, and the fields that lead from each to the next
+/// (onnx.proto field numbers).
+enum class Kind { Model, Training, Graph, Node, Function, Attribute, Sparse, Tensor, Entry, None };
+
+struct Edge {
+  Kind from;
+  uint32_t field;
+  Kind to;
+};
+
+constexpr Edge kEdges[] = {
+    {Kind::Model, 7, Kind::Graph},        {Kind::Model, 20, Kind::Training},    {Kind::Model, 25, Kind::Function},
+    {Kind::Training, 1, Kind::Graph},     {Kind::Training, 2, Kind::Graph},     {Kind::Graph, 1, Kind::Node},
+    {Kind::Graph, 5, Kind::Tensor},       {Kind::Graph, 15, Kind::Sparse},      {Kind::Node, 5, Kind::Attribute},
+    {Kind::Function, 7, Kind::Node},      {Kind::Function, 11, Kind::Attribute}, {Kind::Attribute, 5, Kind::Tensor},
+    {Kind::Attribute, 6, Kind::Graph},    {Kind::Attribute, 10, Kind::Tensor},  {Kind::Attribute, 11, Kind::Graph},
+    {Kind::Attribute, 22, Kind::Sparse},  {Kind::Attribute, 23, Kind::Sparse},  {Kind::Sparse, 1, Kind::Tensor},
+    {Kind::Sparse, 2, Kind::Tensor},      {Kind::Tensor, 13, Kind::Entry},
+};
+
+Kind child(Kind from, uint32_t field) {
+  for (const Edge& e : kEdges)
+    if (e.from == from && e.field == field) return e.to;
+  return Kind::None;
+}
+
+constexpr int kMaxDepth = 256;  // as the parser's recursion limit (file_io.cpp)
+
+struct Walk {
+  const uint8_t* data;
+  std::vector<std::string> found;
+
+  void add(std::string_view location) {
+    if (std::find(found.begin(), found.end(), location) == found.end()) found.emplace_back(location);
+  }
+
+  /// An external_data entry [begin, end): key 1, value 2.
+  void entry(size_t begin, size_t end) {
+    std::string_view key, value;
+    wire::Field f;
+    for (size_t pos = begin; pos < end && wire::readField(data, end, pos, &f); pos = f.end) {
+      if (f.type != wire::kLen) continue;
+      const std::string_view text(reinterpret_cast<const char*>(data) + f.payload, f.end - f.payload);
+      if (f.number == 1) key = text;
+      if (f.number == 2) value = text;
+    }
+    if (key == "location") add(value);
+  }
+
+  void message(Kind kind, size_t begin, size_t end, int depth) {
+    if (depth > kMaxDepth) return;
+    wire::Field f;
+    for (size_t pos = begin; pos < end && wire::readField(data, end, pos, &f); pos = f.end) {
+      if (f.type != wire::kLen) continue;
+      const Kind next = child(kind, f.number);
+      if (next == Kind::Entry) entry(f.payload, f.end);
+      else if (next != Kind::None) message(next, f.payload, f.end, depth + 1);
+    }
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> externalLocations(const uint8_t* data, size_t size) {
+  Walk walk{data, {}};
+  walk.message(Kind::Model, 0, size, 0);
+  return std::move(walk.found);
+}
+
+std::vector<std::string> externalLocations(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return {};
+  std::vector<std::string> found;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    const auto size = static_cast<size_t>(st.st_size);
+    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map != MAP_FAILED) {
+      found = externalLocations(static_cast<const uint8_t*>(map), size);
+      munmap(map, size);
+    }
+  }
+  close(fd);
+  return found;
+}
+
+}  // namespace qconv::io

@@ -1,0 +1,150 @@
+#include "qconv/pipeline/write_plan.h"
+
+#include <dirent.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "qconv/diag.h"
+#include "qconv/io/external_refs.h"
+#include "qconv/io/model_io.h"
+
+namespace qconv {
+
+namespace {
+
+using Id = std::pair<uint64_t, uint64_t>;
+
+Id idOf(const struct stat& st) { return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)}; }
+
+/// A path resolved: the file(s) it names where it exists (the entry, and what a symbolic link
+/// there leads to), and its folder's identity with its name (known where the folder exists).
+struct Place {
+  std::vector<Id> files;
+  std::optional<std::tuple<uint64_t, uint64_t, std::string>> entry;
+};
+
+Place resolve(const std::string& path) {
+  Place p;
+  const io::PathParts parts = io::splitPath(path);
+  struct stat st {};
+  if (stat(parts.dir.c_str(), &st) == 0) p.entry = std::make_tuple(idOf(st).first, idOf(st).second, parts.base);
+  if (lstat(path.c_str(), &st) == 0) p.files.push_back(idOf(st));
+  if (stat(path.c_str(), &st) == 0 && (p.files.empty() || p.files.back() != idOf(st))) p.files.push_back(idOf(st));
+  return p;
+}
+
+/// Places with what each one is, for the message: a file found by either identity.
+class Places {
+ public:
+  void add(const Place& p, const std::string& what) {
+    for (const Id& id : p.files) files_.emplace(id, what);
+    if (p.entry) entries_.emplace(*p.entry, what);
+  }
+  const std::string* find(const Place& p) const {
+    for (const Id& id : p.files)
+      if (auto it = files_.find(id); it != files_.end()) return &it->second;
+    if (p.entry)
+      if (auto it = entries_.find(*p.entry); it != entries_.end()) return &it->second;
+    return nullptr;
+  }
+  std::vector<Id> ids() const {
+    std::vector<Id> all;
+    for (const auto& [id, _] : files_) all.push_back(id);
+    return all;  // a map's keys: sorted
+  }
+
+ private:
+  std::map<Id, std::string> files_;
+  std::map<std::tuple<uint64_t, uint64_t, std::string>, std::string> entries_;
+};
+
+/// What every item reads: its input, and each file its external data names (resolved from the
+/// input's folder, as io::ExternalFiles opens them).
+Places whatIsRead(const std::vector<std::string>& inputs) {
+  Places reads;
+  for (const std::string& in : inputs) {
+    reads.add(resolve(in), fmt::format("input {}", in));
+    const std::string dir = io::splitPath(in).dir;
+    for (const std::string& location : io::externalLocations(in))
+      if (!location.empty() && location[0] != '/')
+        reads.add(resolve(dir + "/" + location), fmt::format("the external data file '{}' of input {}", location, in));
+  }
+  return reads;
+}
+
+/// The names in `dir` the commit of each output there may sweep: its data files and the
+/// temporaries a killed commit of it left. One listing for all of them.
+void listSweepNames(const std::string& dir, const std::map<std::string, size_t>& outputs,
+                    std::vector<std::vector<std::string>>& names) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = readdir(d)) {
+    for (const std::string& owner : io::sweptNameOwners(e->d_name))
+      if (auto it = outputs.find(owner); it != outputs.end()) names[it->second].emplace_back(e->d_name);
+  }
+  closedir(d);
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& what, const std::string& role) {
+  throw Error(ExitCode::Usage,
+              what.rfind("input ", 0) == 0 && role == "the output would replace it"
+                  ? fmt::format("{}: output is the input file ({}); qconv never modifies its input", path, what)
+                  : fmt::format("{}: this file is the input or holds its external data; qconv never modifies its "
+                                "input (it is {}, and {})", path, what, role));
+}
+
+}  // namespace
+
+WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                     const std::string& report) {
+  const Places reads = whatIsRead(inputs);
+  WritePlan plan;
+  plan.sweep_names.resize(outputs.size());
+  std::map<std::string, std::map<std::string, size_t>> byFolder;  // folder -> output file name -> index
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const io::PathParts parts = io::splitPath(outputs[i]);
+    byFolder[parts.dir].emplace(parts.base, i);
+  }
+  for (const auto& [dir, names] : byFolder) listSweepNames(dir, names, plan.sweep_names);
+
+  Places written;  // for the report's check
+  std::vector<Place> outPlaces;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outPlaces.push_back(resolve(outputs[i]));
+    const Place& out = outPlaces.back();
+    if (const std::string* what = reads.find(out)) refuse(outputs[i], *what, "the output would replace it");
+    written.add(out, fmt::format("output {}", outputs[i]));
+    const std::string dir = io::splitPath(outputs[i]).dir;
+    for (const std::string& name : plan.sweep_names[i]) {
+      const Place old = resolve(dir + "/" + name);
+      // a file the sweep leaves (a data file by its name only, not by its bytes) is no concern
+      if (const std::string* what = reads.find(old); what && (io::dataFileOwner(name).empty() || io::tagMatches(dir + "/" + name)))
+        refuse(dir + "/" + name, *what, fmt::format("the output {} would replace or remove it", outputs[i]));
+      written.add(old, fmt::format("a file the output {} would replace or remove", outputs[i]));
+    }
+  }
+  if (!report.empty()) {
+    const Place r = resolve(report);
+    const std::string* what = reads.find(r);
+    if (!what) what = written.find(r);
+    std::string named;  // a data file not written yet: its name and folder say whose it would be
+    for (size_t i = 0; !what && r.entry && i < outputs.size(); ++i) {
+      const auto& e = outPlaces[i].entry;
+      if (e && std::get<0>(*e) == std::get<0>(*r.entry) && std::get<1>(*e) == std::get<1>(*r.entry) &&
+          (io::isSweptName(std::get<2>(*e), std::get<2>(*r.entry))))
+        what = &(named = fmt::format("named as a file of output {}", outputs[i]));
+    }
+    if (what)
+      throw Error(ExitCode::Usage, fmt::format("--report {}: names an input or an output of this run ({}); it would "
+                                               "replace it", report, *what));
+  }
+  plan.protected_files = reads.ids();
+  return plan;
+}
+
+}  // namespace qconv

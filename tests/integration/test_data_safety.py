@@ -1,0 +1,266 @@
+"""Issue 25: no flag and no batch item may replace or remove what the user owns.
+
+The rule (pipeline/write_plan.h, docs/robustness.md "What qconv writes and removes"): before
+anything is written, every path the run writes or removes (outputs, their data files, the files
+the sweep may remove, the report) is resolved to the file it names; the run is refused with
+exit 2 when one of them is an input of any item, or a file an input's external data names. The
+sweep removes only data files qconv wrote for that output (their bytes hash to their name)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import data_file, qconv_bin, run_qconv
+
+DATA_LIKE = "0123456789abcdef"  # a tag that is no hash of the bytes the tests put under it
+
+
+def weight_model(seed: int, n: int = 64) -> onnx.ModelProto:
+    """DQ(w) -> MatMul: a weight big enough to go to external data."""
+    w = np.random.default_rng(seed).integers(-127, 128, (n, n)).astype(np.int8)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.float32(0.02), "s"),
+             numpy_helper.from_array(np.int8(0), "z")]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], name="dq"),
+             helper.make_node("MatMul", ["x", "wf"], ["y"], name="mm")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
+def save(model: onnx.ModelProto, path, location: str | None) -> str:
+    """`model` at `path`, its weight `w` in `location` (relative to the model's folder, maybe in
+    a subfolder) or inline."""
+    path = str(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    if location is not None:
+        w = next(t for t in model.graph.initializer if t.name == "w")
+        data = os.path.join(os.path.dirname(path), location)
+        os.makedirs(os.path.dirname(data), exist_ok=True)
+        with open(data, "wb") as f:
+            f.write(w.raw_data)
+        length = len(w.raw_data)
+        w.ClearField("raw_data")
+        w.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", location), ("offset", "0"), ("length", str(length))):
+            e = w.external_data.add()
+            e.key, e.value = k, v
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+    return path
+
+
+def digest(folder) -> dict[str, str]:
+    """Every file under `folder` (symbolic links as their target's name) with a hash of its bytes."""
+    out = {}
+    for root, _, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(root, f)
+            rel = os.path.relpath(p, folder)
+            if os.path.islink(p):
+                out[rel] = "-> " + os.readlink(p)
+            else:
+                with open(p, "rb") as fh:
+                    out[rel] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def data_file_of_weights(folder) -> str:
+    """The one OUT.<16 hex>.data file in `folder`."""
+    (name,) = [f for f in os.listdir(folder) if f.endswith(".data")]
+    return os.path.join(str(folder), name)
+
+
+def loads_and_runs(path: str, n: int = 64) -> None:
+    """The model and its external data are whole: onnxruntime loads and runs it (its loader takes
+    a location in a subfolder, where onnx.load's checks refuse one)."""
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess.run(None, {"x": np.ones((1, n), np.float32)})
+
+
+# ---- the report (findings 1 and 2) ----
+
+@pytest.mark.parametrize("batch", [False, True], ids=["lone", "batch"])
+def test_a_report_naming_an_inputs_external_data_is_refused(tmp_path, batch):
+    src = save(weight_model(1), tmp_path / "in.onnx", "in.onnx.data")
+    report = str(tmp_path / "in.onnx.data")
+    before = digest(tmp_path)
+    if batch:
+        os.mkdir(tmp_path / "d")
+        r = run_qconv("convert", "--format", "qdq", "--out-dir", str(tmp_path / "d"), src, "--report", report)
+    else:
+        r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qdq", "--report", report)
+    assert r.returncode == 2, r.stderr
+    assert f"--report {report}: names an input or an output of this run (the external data file 'in.onnx.data' " \
+           f"of input {src})" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert digest(tmp_path) == {**before, **({} if not batch else {})}
+    loads_and_runs(src)
+
+
+@pytest.mark.parametrize("exists", [True, False], ids=["written-before", "not-yet"])
+def test_a_report_naming_an_outputs_data_file_is_refused(tmp_path, exists):
+    """The data file's name is known from an earlier run (or only its pattern): a report there
+    would replace the fresh data file, or take the name the output's data file is given."""
+    src = save(weight_model(2), tmp_path / "src" / "m.onnx", "m.onnx.data")
+    out = str(tmp_path / "out" / "m.onnx")
+    os.mkdir(tmp_path / "out")
+    assert run_qconv("convert", src, out, "--format", "qdq").returncode == 0
+    report = data_file(out) if exists else str(tmp_path / "out" / f"m.onnx.{DATA_LIKE}.data")
+    if not exists:  # a fresh folder, where the output's data file is still to come
+        os.remove(data_file(out))
+        os.remove(out)
+    before = digest(tmp_path)
+    r = run_qconv("convert", src, out, "--format", "qdq", "--report", report)
+    assert r.returncode == 2, r.stderr
+    assert f"--report {report}: names an input or an output of this run" in r.stderr
+    assert digest(tmp_path) == before
+    if exists:
+        loads_and_runs(out)
+
+
+# ---- the sweep (finding 3) ----
+
+@pytest.mark.parametrize("order", ["reader-first", "writer-first"])
+@pytest.mark.parametrize("kind", ["written-by-qconv", "look-alike"])
+def test_a_batch_never_sweeps_a_file_another_item_reads(tmp_path, order, kind):
+    """P/x.onnx keeps its weights in P/D/m.onnx.<16 hex>.data, a name the sweep of output P/D/m.onnx
+    takes for its own. A data file qconv wrote for P/D/m.onnx (its bytes hash to its name) is one
+    the sweep would remove: the batch is refused before anything is written, in either order. A
+    file only named like one is never swept: the batch converts, and x's weights stay."""
+    x_model = weight_model(3)
+    if kind == "written-by-qconv":  # x reads the data file of an earlier P/D/m.onnx
+        earlier = save(x_model, tmp_path / "e" / "m.onnx", "m.onnx.data")
+        os.makedirs(tmp_path / "P" / "D")
+        assert run_qconv("convert", earlier, str(tmp_path / "P" / "D" / "m.onnx"), "--format", "qdq").returncode == 0
+        os.remove(tmp_path / "P" / "D" / "m.onnx")
+        tag = os.path.basename(data_file_of_weights(tmp_path / "P" / "D"))
+        x = str(tmp_path / "P" / "x.onnx")
+        m = onnx.load(str(tmp_path / "e" / "m.onnx"), load_external_data=False)  # a model that names that file
+        m.graph.initializer[0].external_data[0].value = f"D/{tag}"
+        with open(x, "wb") as f:
+            f.write(m.SerializeToString())
+    else:
+        tag = f"m.onnx.{DATA_LIKE}.data"
+        x = save(x_model, tmp_path / "P" / "x.onnx", f"D/{tag}")
+    m = save(weight_model(4), tmp_path / "src" / "m.onnx", "m.onnx.data")
+    before = digest(tmp_path)
+    items = [x, m] if order == "reader-first" else [m, x]
+    r = run_qconv("convert", "--format", "qdq", "--out-dir", str(tmp_path / "P" / "D"), *items)
+    if kind == "written-by-qconv":
+        assert r.returncode == 2, r.stderr
+        assert f"{tmp_path}/P/D/{tag}: this file is the input or holds its external data; qconv never modifies its " \
+               f"input (it is the external data file 'D/{tag}' of input {x}" in r.stderr
+        assert digest(tmp_path) == before
+    else:
+        assert r.returncode == 0, r.stderr
+        after = digest(tmp_path)
+        assert {k: after[k] for k in before} == before
+        loads_and_runs(str(tmp_path / "P" / "D" / "x.onnx"))
+        loads_and_runs(str(tmp_path / "P" / "D" / "m.onnx"))
+    loads_and_runs(x)
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["lone", "batch"])
+def test_a_file_named_like_a_data_file_that_qconv_did_not_write_is_never_swept(tmp_path, batch):
+    """D/z.onnx, a model of the user's that is no input of the run, keeps its weights in
+    D/m.onnx.<16 hex>.data: its bytes do not hash to that name, so the commit of D/m.onnx leaves it."""
+    z = save(weight_model(5), tmp_path / "D" / "z.onnx", f"m.onnx.{DATA_LIKE}.data")
+    m = save(weight_model(6), tmp_path / "src" / "m.onnx", "m.onnx.data")
+    kept = digest(tmp_path / "D")
+    if batch:
+        r = run_qconv("convert", "--format", "qdq", "--out-dir", str(tmp_path / "D"), m)
+    else:
+        r = run_qconv("convert", m, str(tmp_path / "D" / "m.onnx"), "--format", "qdq")
+    assert r.returncode == 0, r.stderr
+    after = digest(tmp_path / "D")
+    assert {k: after[k] for k in kept} == kept
+    loads_and_runs(z)
+    loads_and_runs(str(tmp_path / "D" / "m.onnx"))
+
+
+def test_the_sweep_removes_the_data_files_qconv_wrote_for_that_output(tmp_path):
+    """What the sweep is for: a new output's old data file (another content, another name), and
+    one a killed run left unnamed, both go; the new pair stays."""
+    out = str(tmp_path / "D" / "m.onnx")
+    os.mkdir(tmp_path / "D")
+    a = save(weight_model(7), tmp_path / "a" / "m.onnx", "m.onnx.data")
+    b = save(weight_model(8), tmp_path / "b" / "m.onnx", "m.onnx.data")
+    c = save(weight_model(9), tmp_path / "c" / "m.onnx", "m.onnx.data")
+    assert run_qconv("convert", a, out, "--format", "qdq").returncode == 0
+    old = data_file(out)
+    assert run_qconv("convert", c, out, "--format", "qdq").returncode == 0
+    orphan = data_file(out)  # as a run killed between its two renames leaves it: named by no model
+    with open(orphan, "rb") as f:
+        orphan_bytes = f.read()
+    assert run_qconv("convert", a, out, "--format", "qdq").returncode == 0
+    with open(orphan, "wb") as f:
+        f.write(orphan_bytes)
+    assert run_qconv("convert", b, out, "--format", "qdq").returncode == 0
+    new = data_file(out)
+    assert sorted(os.listdir(tmp_path / "D")) == sorted(["m.onnx", os.path.basename(new)])
+    assert new not in (old, orphan)
+    loads_and_runs(out)
+
+
+# ---- a batch output over another item's input (finding 4) ----
+
+@pytest.mark.parametrize("how", ["external-data", "symlink"])
+def test_a_batch_output_never_replaces_another_items_input(tmp_path, how):
+    if how == "external-data":  # P/x.onnx keeps its weights in P/D/y.onnx; src2/y.onnx goes to P/D
+        reader = save(weight_model(10), tmp_path / "P" / "x.onnx", "D/y.onnx")
+        other = save(weight_model(11), tmp_path / "src2" / "y.onnx", None)
+        out_dir = tmp_path / "P" / "D"
+        victim = out_dir / "y.onnx"
+        what = f"the external data file 'D/y.onnx' of input {reader}"
+    else:  # item S/c.onnx -> ../D/b.onnx, and item src/b.onnx into D
+        out_dir = tmp_path / "D"
+        save(weight_model(12), out_dir / "b.onnx", None)
+        os.makedirs(tmp_path / "S")
+        os.symlink("../D/b.onnx", tmp_path / "S" / "c.onnx")
+        reader = str(tmp_path / "S" / "c.onnx")
+        other = save(weight_model(13), tmp_path / "src" / "b.onnx", None)
+        victim = out_dir / "b.onnx"
+        what = f"input {reader}"
+    before = digest(tmp_path)
+    for items in ([reader, other], [other, reader]):
+        r = run_qconv("convert", "--format", "qdq", "--out-dir", str(out_dir), *items, "-j", "2")
+        assert r.returncode == 2, r.stderr
+        assert f"{victim}: " in r.stderr and what in r.stderr and "qconv never modifies its input" in r.stderr
+        assert digest(tmp_path) == before
+    if how == "external-data":
+        loads_and_runs(reader)
+
+
+# ---- concurrent batches (finding 5) ----
+
+def test_concurrent_batches_leave_no_orphan_data_file(tmp_path):
+    """Two batches write the same 12 names into one folder at once, with other weights: every
+    commit removes the data file of the model it replaces, so once both have ended each output
+    has exactly the data file it names, and nothing else is left."""
+    out_dir = tmp_path / "D"
+    out_dir.mkdir()
+    names = [f"m{i:02d}.onnx" for i in range(12)]
+    sets = []
+    for v in range(2):
+        sets.append([save(weight_model(100 * v + i, 128), tmp_path / f"v{v}" / n, n + ".data") for i, n in enumerate(names)])
+    for _ in range(4):
+        procs = [subprocess.Popen([qconv_bin(), "convert", "--format", "qdq", "--out-dir", str(out_dir), "-j", "2", *s],
+                                  stderr=subprocess.PIPE, text=True) for s in sets]
+        for p in procs:
+            assert p.wait(timeout=120) == 0, p.stderr.read()
+        listing = sorted(os.listdir(out_dir))
+        want = sorted(names + [os.path.basename(data_file(str(out_dir / n))) for n in names])
+        assert listing == want, sorted(set(listing) - set(want))
+    for n in names:
+        loads_and_runs(str(out_dir / n), 128)
