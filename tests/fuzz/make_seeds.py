@@ -45,6 +45,19 @@ def integer_conv() -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
 
 
+def ir2(with_node: bool) -> onnx.ModelProto:
+    """A checker-valid model from before opset_import (IR 2: opset 1 implied), as the fuzzer found
+    it (issue 25: emit raised it to IR 3 without an opset_import, exit 70): an empty graph, or a Relu."""
+    m = onnx.ModelProto()
+    m.ir_version = 2
+    m.graph.name = "g"
+    if with_node:
+        m.graph.CopyFrom(helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]))
+    return m
+
+
 def main(out: str) -> None:
     os.makedirs(out, exist_ok=True)
     seeds = {
@@ -54,6 +67,8 @@ def main(out: str) -> None:
         "qonnx_emulated": test_qonnx.single_quant(4, True, True, "UP", 0.0),
         "fake_quantize": test_fake_quantize.model(-1.28, 1.27, -1.28, 1.27, 256),
         "integer_conv": integer_conv(),
+        "ir2_empty_graph": ir2(False),
+        "ir2_relu": ir2(True),
     }
     with tempfile.TemporaryDirectory() as work:
         w = Path(work)

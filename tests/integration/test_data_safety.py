@@ -264,3 +264,32 @@ def test_concurrent_batches_leave_no_orphan_data_file(tmp_path):
         assert listing == want, sorted(set(listing) - set(want))
     for n in names:
         loads_and_runs(str(out_dir / n), 128)
+
+
+# ---- exit 70 only for qconv's own bugs (finding 6) ----
+
+@pytest.mark.parametrize("with_node", [False, True], ids=["empty-graph", "relu"])
+@pytest.mark.parametrize("fmt", ["qop", "qdq"])
+def test_a_model_from_before_opset_import_converts(tmp_path, with_node, fmt):
+    """IR 2 had no opset_import (opset 1 implied, as the ONNX checker reads it): a checker-valid
+    model of it converts, into a checker-valid model (it was exit 70, found by the fuzzer; the
+    fuzz seeds hold both, tests/fuzz/make_seeds.py)."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fuzz"))
+    import make_seeds
+    src = str(tmp_path / "ir2.onnx")
+    model = make_seeds.ir2(with_node)
+    onnx.checker.check_model(model)  # (shape inference, full_check's, needs an opset_import)
+    with open(src, "wb") as f:
+        f.write(model.SerializeToString())
+    out = str(tmp_path / "out.onnx")
+    r = run_qconv("convert", src, out, "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    converted = onnx.load(out)
+    onnx.checker.check_model(converted, full_check=True)
+    if with_node:
+        from onnx.reference import ReferenceEvaluator
+        x = np.array([-1.5, 2.0], np.float32)
+        assert np.array_equal(ReferenceEvaluator(converted).run(None, {"x": x})[0], np.maximum(x, 0))
+    else:
+        assert converted.ir_version == 2 and len(converted.opset_import) == 0

@@ -195,7 +195,8 @@ onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
   }
   if (imports.count("") && imports[""]->version() < needOpset) imports[""]->set_version(needOpset);
   const int64_t defaultOpset = imports.count("") ? imports[""]->version() : 0;
-  out.set_ir_version(std::max(out.ir_version(), minIrVersionForOpset(defaultOpset)));
+  // IR 3 brought opset_import: a model without one (IR 1 or 2, opset 1 implied) keeps its version
+  if (out.opset_import_size() > 0) out.set_ir_version(std::max(out.ir_version(), minIrVersionForOpset(defaultOpset)));
   return out;
 }
 

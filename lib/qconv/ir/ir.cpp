@@ -287,7 +287,8 @@ void Graph::pruneIfDead(Value* v) {
 int64_t defaultOpset(const Model& model) {
   for (const auto& op : model.shell.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
-  return 0;
+  // before IR 3 there was no opset_import: such a model is at opset 1 (as the ONNX checker reads it)
+  return model.shell.ir_version() < 3 && model.shell.opset_import_size() == 0 ? 1 : 0;
 }
 
 }  // namespace qconv::ir
