@@ -293,3 +293,83 @@ def test_a_model_from_before_opset_import_converts(tmp_path, with_node, fmt):
         assert np.array_equal(ReferenceEvaluator(converted).run(None, {"x": x})[0], np.maximum(x, 0))
     else:
         assert converted.ir_version == 2 and len(converted.opset_import) == 0
+
+
+# ---- verify and inspect read as convert reads (findings 7 and 8) ----
+
+def empty_nodes_model(path: str, nodes: int) -> str:
+    """A graph of `nodes` empty NodeProtos (2 bytes each on the wire): protobuf parses it; no
+    operator has an empty op_type."""
+    head = helper.make_model(helper.make_graph([], "g", [], []), opset_imports=[helper.make_opsetid("", 13)])
+    head.ir_version = 7
+    graph = head.graph.SerializeToString() + b"\x0a\x00" * nodes
+    head.ClearField("graph")
+
+    def varint(v: int) -> bytes:
+        out = b""
+        while True:
+            b, v = v & 0x7F, v >> 7
+            if not v:
+                return out + bytes([b])
+            out += bytes([b | 0x80])
+
+    with open(path, "wb") as f:
+        f.write(head.SerializeToString() + b"\x3a" + varint(len(graph)) + graph)
+    return path
+
+
+def broken_models(folder) -> dict[str, str]:
+    """Models convert calls unreadable, invalid (3) or beyond it at reading (4)."""
+    folder = str(folder)
+    relu2 = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x", "x"], ["y"], name="relu")], "g",
+                                                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    relu2.ir_version = 7
+    new = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
+                            opset_imports=[helper.make_opsetid("", 99999)])
+    new.ir_version = 7
+    paths = {"empty-nodes": empty_nodes_model(os.path.join(folder, "empty.onnx"), 1000),
+             "checker-only": os.path.join(folder, "relu2.onnx"), "opset-99999": os.path.join(folder, "new.onnx"),
+             "truncated": os.path.join(folder, "cut.onnx"), "missing": os.path.join(folder, "missing.onnx")}
+    onnx.save(relu2, paths["checker-only"])
+    onnx.save(new, paths["opset-99999"])
+    with open(paths["truncated"], "wb") as f:
+        f.write(relu2.SerializeToString()[:-7])
+    return paths
+
+
+@pytest.mark.parametrize("case", ["empty-nodes", "checker-only", "opset-99999", "truncated", "missing"])
+def test_verify_and_inspect_read_a_model_as_strictly_as_convert(tmp_path, case):
+    """The same exit code and message as convert for what it calls unreadable or invalid (3), and
+    for verify what it refuses at reading (4); inspect describes a model convert would refuse
+    (exit 4 in its dry run) but is exit 3 for one it cannot read. --json is always one object."""
+    import json
+    path = broken_models(tmp_path)[case]
+    c = run_qconv("convert", path, str(tmp_path / "out.onnx"), "--format", "qop")
+    assert c.returncode == (4 if case == "opset-99999" else 3), c.stderr
+    message = c.stderr.strip()
+    assert message.startswith("qconv: error: ") and len(message.splitlines()) == 1
+    for json_flag in ([], ["--json"]):
+        v = run_qconv("verify", path, *json_flag)
+        assert (v.returncode, v.stderr.strip()) == (c.returncode, message)
+        i = run_qconv("inspect", path, *json_flag)
+        if c.returncode == 3:
+            assert (i.returncode, i.stderr.strip()) == (3, message)
+        else:
+            assert i.returncode == 0 and i.stderr == ""
+        if json_flag:
+            jv, ji = json.loads(v.stdout), json.loads(i.stdout)
+            assert jv == {"qconv_verify": 1, "model": path, "exit_code": c.returncode,
+                          "error": message.removeprefix("qconv: error: "), "findings": []}
+            if c.returncode == 3:
+                assert ji == {"qconv_inspect": 1, "model": path, "exit_code": 3,
+                              "error": message.removeprefix("qconv: error: ")}
+            else:
+                assert (ji["exit_code"], ji["convert"]["exit_code"]) == (0, 4)
+                assert ji["convert"]["error"] == message.removeprefix("qconv: error: ")
+        elif c.returncode == 3:
+            assert v.stdout == "" and i.stdout == ""
+    assert not os.path.exists(tmp_path / "out.onnx")

@@ -36,7 +36,9 @@ def test_the_dry_run_says_what_a_conversion_does(tmp_path, fmt):
     assert (c["format"], c["exit_code"], c["error"]) == (fmt, 0, None)
     for key in ("rewritten", "refusals", "approximations", "warnings", "notes", "counts"):
         assert c[key] == item[key], key
-    assert [s["name"] for s in c["stages"]] == [s["name"] for s in item["stages"]][2:-4]  # the passes only
+    # the passes, then emit and check in memory: convert's stages but for reading and writing files
+    assert [s["name"] for s in c["stages"]] == [s["name"] for s in item["stages"] if s["name"] not in
+                                                ("read", "import", "write", "commit")]
     assert j["saturation"] == [{"node": w["node"], "message": w["reason"]} for w in item["warnings"]
                                if w["pass"] == "check-saturation" and w["node"] != EXAMPLE]
     assert [r["node"] for r in j["saturation"]] == saturating_convs(EXAMPLE) != []

@@ -103,7 +103,8 @@ Description describe(const ir::Model& model) {
   return d;
 }
 
-/// The dry run: the pipeline of `format` over `model`, what it said in `report`.
+/// The dry run: the pipeline of `format` over `model`, then its emit and check stages in memory,
+/// what it said in `report`: convert's verdict, short of writing.
 void dryRun(ir::Model& model, Format format, ItemReport& report) {
   ConvertOptions options;
   options.format = format;
@@ -112,9 +113,14 @@ void dryRun(ir::Model& model, Format format, ItemReport& report) {
   PassManager pm(pipelineFor(format));
   try {
     pm.run(model, ctx, nullptr);
-  } catch (const Error& e) {
-    report.exit_code = static_cast<int>(e.code());
-    report.error = printable(e.what());
+    io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
+    onnx::ModelProto emitted = pm.timeStage("emit", [&] { return io::exportModel(model, &fileBacked); });
+    const io::OpSchemas schemas;
+    pm.timeStage("check", [&] { checkEmitted(emitted, &fileBacked, model.path, schemas); });
+  } catch (...) {
+    const auto [code, what] = failureOf(model.path);
+    report.exit_code = code;
+    report.error = printable(what);
   }
   keepWhatWasSaid(ctx, report);
   report.stages = pm.timings();
@@ -132,6 +138,8 @@ Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run
   Json j;
   j["qconv_inspect"] = 1;
   j["model"] = c.model;
+  j["exit_code"] = 0;
+  j["error"] = Json();
   Json dialects = Json::array();
   for (const auto& [name, ops] : d.dialects) dialects.push_back({{"dialect", name}, {"ops", ops}});
   j["dialects"] = std::move(dialects);
@@ -206,6 +214,10 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
     ItemReport run;
     run.input = command.model;
     dryRun(model, command.format, run);
+    // what convert calls unreadable or invalid is inspect's failure too (exit 3), not a description
+    if (run.exit_code == static_cast<int>(ExitCode::BadInput) || run.exit_code == static_cast<int>(ExitCode::Internal) ||
+        run.exit_code == static_cast<int>(ExitCode::OutOfMemory))
+      throw Error(static_cast<ExitCode>(run.exit_code), run.error);
     if (command.json) {
       out << jsonText(toJson(command, d, run));  // JSON escapes what a terminal would act on
     } else {
@@ -218,6 +230,14 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
   } catch (...) {
     const auto [code, what] = failureOf(command.model);
     log->error("{}", what);
+    if (command.json) {  // one object, also when the model cannot be read
+      Json j;
+      j["qconv_inspect"] = 1;
+      j["model"] = command.model;
+      j["exit_code"] = code;
+      j["error"] = printable(what);
+      out << jsonText(j);
+    }
     return code;
   }
 }

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "qconv/diag.h"
+#include "qconv/io/external_data.h"
 #include "qconv/io/op_schemas.h"
+#include "qconv/ir/ir.h"
 #include "qconv/pipeline/report.h"
 #include "qconv/pipeline/run.h"
 
@@ -79,6 +81,13 @@ void keepWhatWasSaid(const PassContext& ctx, ItemReport& report);
 /// The exit code and the message of the exception being handled: call it in a catch block.
 /// An Error's own code; std::bad_alloc exit 6 (naming `input`); anything else 70.
 std::pair<int, std::string> failureOf(const std::string& input);
+
+/// The check stage of every command (convert's before the rename, verify's and inspect's in
+/// memory): the ONNX checker on an emitted model. When it fails, the input's fault
+/// (Error(BadInput), "<input>: invalid model: <the checker's words on the input>") when the
+/// input fails it too, else qconv's (Error(Internal)).
+void checkEmitted(onnx::ModelProto& emitted, const io::FileBacked* file_backed, const std::string& input,
+                  const io::OpSchemas& schemas);
 
 /// Flags that contradict each other: Error(Usage).
 void checkFlags(const ConvertOptions& options);

@@ -38,17 +38,6 @@ std::string summary(const PassContext& ctx) {
   return s.empty() ? "nothing to change" : s;
 }
 
-/// The output fails the ONNX checker: the input's fault (exit 3, with the checker's words on
-/// the input) when the input fails it too, else ours (exit 70). The input is only read again
-/// here, on this path: a valid model pays for one checker run, on the output.
-[[noreturn]] void refuseInvalid(const std::string& input, const std::string& output_why,
-                                const io::OpSchemas& schemas) {
-  onnx::ModelProto model = io::readModelFile(input);
-  if (std::string why = io::checkModel(model, nullptr, &schemas); !why.empty())
-    throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", input, why));
-  throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", output_why));
-}
-
 /// The output path must name a file: a usage error (exit 2) when it names a folder or nothing;
 /// exit 5, untouched, when it is something else than a regular file (a device, a FIFO, a socket,
 /// or a symbolic link to one): qconv replaces only regular files.
@@ -65,6 +54,17 @@ void checkOutputPath(const std::string& path) {
 }
 
 }  // namespace
+
+void checkEmitted(onnx::ModelProto& emitted, const io::FileBacked* file_backed, const std::string& input,
+                  const io::OpSchemas& schemas) {
+  const std::string why = io::checkModel(emitted, file_backed, &schemas);
+  if (why.empty()) return;
+  // The input is only read again here, on this path: a valid model pays for one checker run.
+  onnx::ModelProto model = io::readModelFile(input);
+  if (std::string input_why = io::checkModel(model, nullptr, &schemas); !input_why.empty())
+    throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", input, input_why));
+  throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
+}
 
 void checkFlags(const ConvertOptions& options) {
   if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
@@ -165,10 +165,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   });
   // The ONNX checker judges the output before it is renamed into place.
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
-  pm.timeStage("check", [&] {
-    if (std::string why = io::checkModel(result, &fileBacked, &item.schemas); !why.empty())
-      refuseInvalid(item.input, why, item.schemas);
-  });
+  pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas); });
   report.data_file = pending.dataFile();
   pm.timeStage("commit", [&] { pending.commit(); });
   log.info("{}: {}", item.output, summary(ctx));
