@@ -194,6 +194,9 @@ ir::Model importModel(InputModel input, const std::string& path) {
   int index = 0;
   for (auto& n : owned) {
     const std::string label = nodeLabel(*n, index++);
+    // refused here, not by validate after the whole graph is built: a hostile file of empty
+    // nodes (2 bytes each) then costs its parse only (docs/robustness.md, "Memory")
+    if (n->op_type().empty()) throw bad(fmt::format("node '{}': no op_type (every ONNX node names its operator)", label));
     if (ir::Value* v = externalConstant(*n, graph, byName, *files, label)) {  // read as an initializer is
       byName.emplace(v->name(), v);
       n.reset();
