@@ -6,6 +6,7 @@
 // what protobuf parses, to the same model, and the writer that splices them back must write the
 // bytes protobuf writes (io/splice.h). Both run with a threshold of 1 byte here, so that every
 // raw_data takes that path. Built by scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined).
+#include <algorithm>
 #include <google/protobuf/io/coded_stream.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/null_sink.h>
@@ -20,6 +21,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
+#include "qconv/io/external_refs.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/splice.h"
 #include "qconv/pipeline/pass_manager.h"
@@ -104,6 +106,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     qconv::io::InputModel in;
     onnx::ModelProto input;
     if (!readBothWays(data, size, &in, &input)) return 0;
+    // the write plan protects what io::externalLocations finds: it must find every location
+    // protobuf parses (here, the main graph's initializers and the tensors of its nodes' attributes)
+    const std::vector<std::string> found = qconv::io::externalLocations(data, size);
+    auto check = [&](const onnx::TensorProto& t) {
+      for (const auto& e : t.external_data())
+        if (e.key() == "location" && std::find(found.begin(), found.end(), e.value()) == found.end())
+          bug("a location the wire scanner missed", e.value());
+    };
+    for (const auto& t : input.graph().initializer()) check(t);
+    for (const auto& n : input.graph().node())
+      for (const auto& a : n.attribute()) {
+        if (a.has_t()) check(a.t());
+        for (const auto& t : a.tensors()) check(t);
+      }
     in.files = std::make_shared<qconv::io::ExternalFiles>(kPath);
     if (!in.spans.empty()) in.files->adoptModelFile(memoryFile(data, size));
     // as qconv convert: no checker before the pipeline, which must hold on any parsed model;

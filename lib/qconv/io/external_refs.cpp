@@ -45,6 +45,20 @@ constexpr int kMaxDepth = 256;  // as the parser's recursion limit (file_io.cpp)
 struct Walk {
   const uint8_t* data;
   std::vector<std::string> found;
+  /// For a mapped file: each page the walk touches maps its neighbours too (fault-around), so
+  /// the pages behind it are dropped, 8 MiB at a time (as io::openModel's walk does), or the
+  /// file would show in this process's memory. The walk only ever reads forward.
+  bool mapped = false;
+  size_t released = 0;
+
+  void done(size_t upto) {
+    static constexpr size_t kChunk = size_t{8} << 20;
+    if (!mapped || upto < released + kChunk) return;
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    upto = upto / page * page;
+    madvise(const_cast<uint8_t*>(data) + released, upto - released, MADV_DONTNEED);
+    released = upto;
+  }
 
   void add(std::string_view location) {
     if (std::find(found.begin(), found.end(), location) == found.end()) found.emplace_back(location);
@@ -71,17 +85,20 @@ struct Walk {
       const Kind next = child(kind, f.number);
       if (next == Kind::Entry) entry(f.payload, f.end);
       else if (next != Kind::None) message(next, f.payload, f.end, depth + 1);
+      done(f.end);
     }
   }
 };
 
-}  // namespace
-
-std::vector<std::string> externalLocations(const uint8_t* data, size_t size) {
-  Walk walk{data, {}};
+std::vector<std::string> walkModel(const uint8_t* data, size_t size, bool mapped) {
+  Walk walk{data, {}, mapped};
   walk.message(Kind::Model, 0, size, 0);
   return std::move(walk.found);
 }
+
+}  // namespace
+
+std::vector<std::string> externalLocations(const uint8_t* data, size_t size) { return walkModel(data, size, false); }
 
 std::vector<std::string> externalLocations(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -92,7 +109,7 @@ std::vector<std::string> externalLocations(const std::string& path) {
     const auto size = static_cast<size_t>(st.st_size);
     void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map != MAP_FAILED) {
-      found = externalLocations(static_cast<const uint8_t*>(map), size);
+      found = walkModel(static_cast<const uint8_t*>(map), size, true);
       munmap(map, size);
     }
   }
