@@ -298,27 +298,6 @@ def test_a_model_from_before_opset_import_converts(tmp_path, with_node, fmt):
 
 # ---- verify and inspect read as convert reads (findings 7 and 8) ----
 
-def empty_nodes_model(path: str, nodes: int) -> str:
-    """A graph of `nodes` empty NodeProtos (2 bytes each on the wire): protobuf parses it; no
-    operator has an empty op_type."""
-    head = helper.make_model(helper.make_graph([], "g", [], []), opset_imports=[helper.make_opsetid("", 13)])
-    head.ir_version = 7
-    graph = head.graph.SerializeToString() + b"\x0a\x00" * nodes
-    head.ClearField("graph")
-
-    def varint(v: int) -> bytes:
-        out = b""
-        while True:
-            b, v = v & 0x7F, v >> 7
-            if not v:
-                return out + bytes([b])
-            out += bytes([b | 0x80])
-
-    with open(path, "wb") as f:
-        f.write(head.SerializeToString() + b"\x3a" + varint(len(graph)) + graph)
-    return path
-
-
 def broken_models(folder) -> dict[str, str]:
     """Models convert calls unreadable, invalid (3) or beyond it at reading (4)."""
     folder = str(folder)
@@ -332,7 +311,7 @@ def broken_models(folder) -> dict[str, str]:
                                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
                             opset_imports=[helper.make_opsetid("", 99999)])
     new.ir_version = 7
-    paths = {"empty-nodes": empty_nodes_model(os.path.join(folder, "empty.onnx"), 1000),
+    paths = {"empty-nodes": hostile_structure(os.path.join(folder, "empty.onnx"), "nodes", 2000),
              "checker-only": os.path.join(folder, "relu2.onnx"), "opset-99999": os.path.join(folder, "new.onnx"),
              "truncated": os.path.join(folder, "cut.onnx"), "missing": os.path.join(folder, "missing.onnx")}
     onnx.save(relu2, paths["checker-only"])

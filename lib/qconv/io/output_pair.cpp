@@ -13,9 +13,10 @@
 // input of the run reads (WriteOptions::protected_files, pipeline/write_plan.h):
 //   - OUT.<x>.data for x != b, a regular file whose bytes hash to x (so a file of the user's
 //     that only looks like one stays): the data file of the model being replaced (read off
-//     that model, io/external_refs.h, so that a commit by another process since this run
-//     listed the folder is swept too), and the ones a listing of the folder found (what killed
-//     runs left: from WriteOptions::data_file_names, a batch's one listing, or listed here);
+//     that model, io/external_refs.h, when the listing was made before the lock: a batch's one
+//     listing, WriteOptions::data_file_names; so a commit by another process since is swept
+//     too), and the ones a listing of the folder found (what killed runs left; listed here,
+//     under the lock, for a lone run);
 //   - the hidden temporaries a commit killed between its link and its rename left
 //     (.OUT.qconv-P-N, .OUT.data.qconv-P-N, temp_file.h): temporaries get a name only inside a
 //     commit, under this lock, so while it is held every one of them is a leftover. Only when the
@@ -184,8 +185,12 @@ void PendingWrite::commit(const std::function<void()>& between) {
   std::vector<std::string> stale;
   if (lock.fd() >= 0) {
     struct stat st {};
-    const bool replaces = lstat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode);  // a symlink's target is not replaced
-    stale = sweepList(lock.fd(), base, keep, options_, lock.locked(), replaces ? externalLocations(path_) : std::vector<std::string>{});
+    // A listing made before the lock (a batch's) can miss a data file another process linked in
+    // since: the model being replaced names it. A listing made here, under the lock, cannot.
+    const bool replaces = options_.data_file_names && lstat(path_.c_str(), &st) == 0 &&
+                          S_ISREG(st.st_mode);  // a symlink's target is not replaced
+    stale = sweepList(lock.fd(), base, keep, options_, lock.locked(),
+                      replaces ? externalLocations(path_) : std::vector<std::string>{});
   }
   bool broughtIn = false;
   if (data_) {

@@ -56,17 +56,21 @@ void TempFile::finish(bool durable) {
 }
 
 void TempFile::commit() {
-  if (anonymous_ && linkAt(target_)) {  // no name was ever between this file and its place
-    path_.clear();
-  } else {
-    if (anonymous_) linkIn();
-    if (rename(path_.c_str(), target_.c_str()) != 0)
-      fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
-  }
-  committed_ = true;
+  const bool linked = anonymous_ && linkAt(target_);  // no name was ever between this file and its place
+  if (anonymous_ && !linked) linkIn();
   const int fd = fd_;
   fd_ = -1;
-  if (close(fd) != 0) fail(fmt::format("cannot close: {}", sysError()));
+  if (close(fd) != 0) {
+    const std::string why = sysError();
+    if (linked) unlink(target_.c_str());  // the name this just made: nothing is left in place
+    fail(fmt::format("cannot close: {}", why));
+  }
+  if (linked) {
+    path_.clear();
+  } else if (rename(path_.c_str(), target_.c_str()) != 0) {
+    fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
+  }
+  committed_ = true;
 }
 
 bool TempFile::linkAt(const std::string& name) const {
