@@ -90,10 +90,14 @@ std::vector<std::string> sweepList(int dirfd, const std::string& base, const std
   std::vector<std::string> names;
   if (options.data_file_names) {
     names = *options.data_file_names;
-  } else if (DIR* d = fdopendir(dup(dirfd))) {
-    while (const dirent* e = readdir(d))
-      if (isSweptName(base, e->d_name)) names.emplace_back(e->d_name);
-    closedir(d);
+  } else if (const int fd = dup(dirfd); fd >= 0) {
+    if (DIR* d = fdopendir(fd)) {  // owns fd now
+      while (const dirent* e = readdir(d))
+        if (isSweptName(base, e->d_name)) names.emplace_back(e->d_name);
+      closedir(d);
+    } else {
+      close(fd);
+    }
   }
   for (const std::string& location : old)
     if (isDataFileName(base, location)) names.push_back(location);

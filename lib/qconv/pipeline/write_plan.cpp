@@ -123,7 +123,8 @@ WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<s
     for (const std::string& name : plan.sweep_names[i]) {
       const Place old = resolve(dir + "/" + name);
       // a file the sweep leaves (a data file by its name only, not by its bytes) is no concern
-      if (const std::string* what = reads.find(old); what && (io::dataFileOwner(name).empty() || io::tagMatches(dir + "/" + name)))
+      const std::string* what = reads.find(old);
+      if (what && (io::dataFileOwner(name).empty() || io::tagMatches(dir + "/" + name)))
         refuse(dir + "/" + name, *what, fmt::format("the output {} would replace or remove it", outputs[i]));
       written.add(old, fmt::format("a file the output {} would replace or remove", outputs[i]));
     }
