@@ -18,29 +18,35 @@ namespace {
 /// (onnx.proto field numbers).
 enum class Kind { Model, Training, Graph, Node, Function, Attribute, Sparse, Tensor, Entry, None };
 
-struct Edge {
-  Kind from;
-  uint32_t field;
-  Kind to;
-};
-
-constexpr Edge kEdges[] = {
-    {Kind::Model, 7, Kind::Graph},        {Kind::Model, 20, Kind::Training},    {Kind::Model, 25, Kind::Function},
-    {Kind::Training, 1, Kind::Graph},     {Kind::Training, 2, Kind::Graph},     {Kind::Graph, 1, Kind::Node},
-    {Kind::Graph, 5, Kind::Tensor},       {Kind::Graph, 15, Kind::Sparse},      {Kind::Node, 5, Kind::Attribute},
-    {Kind::Function, 7, Kind::Node},      {Kind::Function, 11, Kind::Attribute}, {Kind::Attribute, 5, Kind::Tensor},
-    {Kind::Attribute, 6, Kind::Graph},    {Kind::Attribute, 10, Kind::Tensor},  {Kind::Attribute, 11, Kind::Graph},
-    {Kind::Attribute, 22, Kind::Sparse},  {Kind::Attribute, 23, Kind::Sparse},  {Kind::Sparse, 1, Kind::Tensor},
-    {Kind::Sparse, 2, Kind::Tensor},      {Kind::Tensor, 13, Kind::Entry},
-};
-
+/// The message field `field` of a `from` leads to (onnx.proto's numbers), or None.
 Kind child(Kind from, uint32_t field) {
-  for (const Edge& e : kEdges)
-    if (e.from == from && e.field == field) return e.to;
+  switch (from) {
+    case Kind::Model:
+      return field == 7 ? Kind::Graph : field == 20 ? Kind::Training : field == 25 ? Kind::Function : Kind::None;
+    case Kind::Training:
+      return field == 1 || field == 2 ? Kind::Graph : Kind::None;
+    case Kind::Graph:
+      return field == 1 ? Kind::Node : field == 5 ? Kind::Tensor : field == 15 ? Kind::Sparse : Kind::None;
+    case Kind::Node:
+      return field == 5 ? Kind::Attribute : Kind::None;
+    case Kind::Function:
+      return field == 7 ? Kind::Node : field == 11 ? Kind::Attribute : Kind::None;
+    case Kind::Attribute:
+      return field == 5 || field == 10 ? Kind::Tensor : field == 6 || field == 11 ? Kind::Graph
+             : field == 22 || field == 23 ? Kind::Sparse : Kind::None;
+    case Kind::Sparse:
+      return field == 1 || field == 2 ? Kind::Tensor : Kind::None;
+    case Kind::Tensor:
+      return field == 13 ? Kind::Entry : Kind::None;
+    case Kind::Entry:
+    case Kind::None:
+      break;
+  }
   return Kind::None;
 }
 
 constexpr int kMaxDepth = 256;  // as the parser's recursion limit (file_io.cpp)
+constexpr size_t kReadWhole = size_t{256} << 10;  // a model file this small is read, not mapped
 
 struct Walk {
   const uint8_t* data;
@@ -107,8 +113,11 @@ std::vector<std::string> externalLocations(const std::string& path) {
   struct stat st {};
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     const auto size = static_cast<size_t>(st.st_size);
-    void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map != MAP_FAILED) {
+    if (size <= kReadWhole) {  // one read costs less than a mapping's set-up, faults and tear-down
+      std::string bytes(size, '\0');
+      if (pread(fd, bytes.data(), size, 0) == static_cast<ssize_t>(size))
+        found = walkModel(reinterpret_cast<const uint8_t*>(bytes.data()), size, false);
+    } else if (void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0); map != MAP_FAILED) {
       found = walkModel(static_cast<const uint8_t*>(map), size, true);
       munmap(map, size);
     }

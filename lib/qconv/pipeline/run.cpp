@@ -136,14 +136,19 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   write.durable = options.fsync;
   write.commit_gate = item.commit_gate;
   write.data_file_names = item.data_file_names;
-  if (item.protected_files) write.protected_files = *item.protected_files;  // the plan's: what the run reads
-  if (files) {  // what this input did open (the plan's already, unless a file was replaced since)
-    write.protected_files.insert(write.protected_files.end(), files->identities().begin(), files->identities().end());
+  // what this input did open (the plan's already, unless a file was replaced since), and itself
+  std::vector<std::pair<uint64_t, uint64_t>> own;
+  if (files) {
+    own = files->identities();
     write.external_data = !files->identities().empty() && !options.inline_data;
   }
   if (struct stat st {}; stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
-    write.protected_files.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
-  std::sort(write.protected_files.begin(), write.protected_files.end());
+    own.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  std::sort(own.begin(), own.end());
+  if (item.protected_files) write.protected_files = *item.protected_files;  // the plan's (sorted): what the run reads
+  const auto middle = static_cast<std::ptrdiff_t>(write.protected_files.size());
+  write.protected_files.insert(write.protected_files.end(), own.begin(), own.end());
+  std::inplace_merge(write.protected_files.begin(), write.protected_files.begin() + middle, write.protected_files.end());
   io::FileBacked fileBacked;  // the output's tensors whose bytes are still in the input's files
   write.file_backed = &fileBacked;
   onnx::ModelProto result = pm.timeStage("emit", [&] {
