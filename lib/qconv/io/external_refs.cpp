@@ -45,7 +45,7 @@ Kind child(Kind from, uint32_t field) {
   return Kind::None;
 }
 
-constexpr int kMaxDepth = 256;  // as the parser's recursion limit (file_io.cpp)
+constexpr int kMaxDepth = 512;  // past the parser's recursion limit (256, file_io.cpp): never shallower than what it accepts
 constexpr size_t kReadWhole = size_t{256} << 10;  // a model file this small is read, not mapped
 
 struct Walk {
