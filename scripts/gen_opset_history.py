@@ -1,4 +1,4 @@
-"""Generate lib/qconv/passes/opset_history.inc from the onnx package's operator schemas.
+"""Generate lib/qconv/passes/common/opset_history.inc from the onnx package's operator schemas.
 
 For every ai.onnx operator version after the first, one line says how it differs from the
 version before, as far as the signature shows: the inputs and outputs it added (optional),
@@ -16,7 +16,7 @@ import onnx.defs
 # Changes the signature does not show (an attribute's allowed values grew): marked as changes.
 UNSIGNED_CHANGES = {("Pad", 19): "mode 'wrap' added"}
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "lib", "qconv", "passes", "opset_history.inc")
+OUT = os.path.join(os.path.dirname(__file__), "..", "lib", "qconv", "passes", "common", "opset_history.inc")
 
 
 def formal_types(schema, formal):

@@ -25,5 +25,5 @@ for f in "$seeds"/*.onnx test_data/examples/*.onnx; do
   build-cov/tools/qconv convert "$f" "$out/$b-5.onnx" --format qop --contrib -q >/dev/null 2>&1 || true
 done
 cd build-cov/lib/CMakeFiles/qconv_lib.dir/qconv/passes
-gcov -n ./*.gcda 2>/dev/null |
-  awk -F"'" '/^File /{f=$2; next} /^Lines executed:/{ if (f ~ /passes\/[^\/]*\.cpp$/) { sub(/.*passes\//, "", f); split($0, a, /[:% ]+/); printf "| %s | %s%% of %s lines |\n", f, a[3], a[5] } f="" }' | sort
+gcov -n ./*/*.gcda ./*.gcda 2>/dev/null |
+  awk -F"'" '/^File /{f=$2; next} /^Lines executed:/{ if (f ~ /passes\/([a-z]+\/)?[^\/]*\.cpp$/) { sub(/.*passes\//, "", f); split($0, a, /[:% ]+/); printf "| %s | %s%% of %s lines |\n", f, a[3], a[5] } f="" }' | sort

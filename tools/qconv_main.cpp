@@ -114,7 +114,12 @@ int main(int argc, char** argv) {
   }
 
   if (passes->parsed()) {
-    for (const auto& p : qconv::passRegistry()) std::cout << fmt::format("{:<22} {}\n", p.name, p.summary);
+    const qconv::PassInfo* previous = nullptr;
+    for (const auto& p : qconv::passRegistry()) {  // in pipeline order, under its phase
+      if (!previous || previous->phase != p.phase) std::cout << fmt::format("{}:\n", qconv::phaseName(p.phase));
+      std::cout << fmt::format("  {:<22} {}\n", p.name, p.summary);
+      previous = &p;
+    }
     for (auto f : {qconv::Format::Qop, qconv::Format::Qdq}) {
       std::string list;
       for (const auto& n : qconv::pipelineFor(f)) list += (list.empty() ? "" : ",") + n;

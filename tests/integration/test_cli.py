@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import models
-from conftest import EXAMPLE, data_file, judge_qop, op_counts, qconv_bin, run_qconv, run_traced, save_external
+from conftest import EXAMPLE, ROOT, data_file, judge_qop, op_counts, qconv_bin, run_qconv, run_traced, save_external
 
 CASE = ("small_cnn", True, "uint8")
 USAGE, BAD_INPUT, UNSUPPORTED, OUTPUT = 2, 3, 4, 5
@@ -137,6 +137,16 @@ def test_passes_lists_the_registry():
     # every stage shows, the hidden ones included
     for stage in ("validate", "redeclare-opset", "refuse-foreign-ops"):
         assert any(line.split()[0] == stage for line in r.stdout.splitlines() if line.strip())
+    # under its phase, the phases in pipeline order, each pass's file in its phase's folder
+    phases, folder = [], {"read": "read", "canonicalize": "canonical", "write QOp": "qop", "fit a target": "target"}
+    for line in r.stdout.splitlines():
+        if line.endswith(":") and not line.startswith(" "):
+            phases.append(line[:-1])
+        elif line.startswith("  "):
+            name = line.split()[0]
+            path = os.path.join(ROOT, "lib", "qconv", "passes", folder[phases[-1]], name.replace("-", "_") + ".cpp")
+            assert os.path.exists(path), (name, path)
+    assert phases == ["read", "canonicalize", "write QOp", "fit a target"]
 
 
 def test_a_refused_group_stays_in_qdq_form_and_stays_correct(quantized, tmp_path):

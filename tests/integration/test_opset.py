@@ -1,5 +1,5 @@
 """--opset N: declare another ai.onnx opset in the output, only where no operator in the model
-changed in between (lib/qconv/passes/opset_history.inc, generated from the onnx package's schemas).
+changed in between (lib/qconv/passes/common/opset_history.inc, generated from the onnx package's schemas).
 The judge is onnxruntime: the re-declared model loads and computes what the original does."""
 import numpy as np
 import onnx
@@ -97,7 +97,7 @@ def test_the_whole_history_is_generated_from_the_schemas():
     """The table qconv checks against is what the onnx package says, version by version."""
     import os
     from conftest import ROOT
-    text = open(os.path.join(ROOT, "lib", "qconv", "passes", "opset_history.inc")).read()
+    text = open(os.path.join(ROOT, "lib", "qconv", "passes", "common", "opset_history.inc")).read()
     rows = [l for l in text.splitlines() if l.startswith("QCONV_OP_VERSION(")]
     want = {(s.name, s.since_version) for s in onnx.defs.get_all_schemas_with_history() if s.domain in ("", "ai.onnx")}
     got = {(l.split('"')[1], int(l.split(",")[1])) for l in rows}

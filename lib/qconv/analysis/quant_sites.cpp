@@ -1,6 +1,6 @@
 #include "qconv/analysis/quant_sites.h"
 
-#include "qconv/passes/qop_forms.h"
+#include "qconv/passes/common/qop_forms.h"
 #include "qconv/quant.h"
 
 namespace qconv::analysis {

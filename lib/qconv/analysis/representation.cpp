@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "qconv/ir/tensor.h"
-#include "qconv/passes/quant_slots.h"
+#include "qconv/passes/common/quant_slots.h"
 
 namespace qconv::analysis {
 

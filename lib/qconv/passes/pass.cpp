@@ -42,11 +42,25 @@ std::string PassContext::unconvertibleReason(const std::string& label) const {
 
 const std::vector<PassInfo>& passRegistry() {
   static const std::vector<PassInfo> registry = {
-#define QCONV_PASS(NAME, FN, FORMATS, SUMMARY) {NAME, &FN, PassFormats::FORMATS, SUMMARY},
+#define QCONV_PASS(NAME, FN, FORMATS, PHASE, SUMMARY) {NAME, &FN, PassFormats::FORMATS, PassPhase::PHASE, SUMMARY},
 #include "qconv/passes/passes.def"
 #undef QCONV_PASS
   };
   return registry;
+}
+
+std::string_view phaseName(PassPhase phase) {
+  switch (phase) {
+    case PassPhase::Read:
+      return "read";
+    case PassPhase::Canonical:
+      return "canonicalize";
+    case PassPhase::Qop:
+      return "write QOp";
+    case PassPhase::Target:
+      return "fit a target";
+  }
+  return "?";
 }
 
 const PassInfo* findPass(std::string_view name) {

@@ -116,10 +116,18 @@ using PassFn = void (*)(ir::Model&, PassContext&);
 /// --passes list), both formats' default pipelines, --format qop's only or --format qdq's only.
 enum class PassFormats { Always, Both, QopOnly, QdqOnly };
 
+/// The phase a pass belongs to, which is the folder of passes/ its file is in
+/// (docs/architecture.md, "The phases").
+enum class PassPhase { Read, Canonical, Qop, Target };
+
+/// "read", "canonicalize", "write QOp", "fit a target".
+std::string_view phaseName(PassPhase phase);
+
 struct PassInfo {
   std::string_view name;
   PassFn run;
   PassFormats formats;
+  PassPhase phase;
   std::string_view summary;
 };
 
@@ -127,8 +135,8 @@ struct PassInfo {
 const std::vector<PassInfo>& passRegistry();
 const PassInfo* findPass(std::string_view name);
 
-// The passes (one file each under lib/qconv/passes/).
-#define QCONV_PASS(NAME, FN, FORMATS, SUMMARY) void FN(ir::Model&, PassContext&);
+// The passes (one file each, in a phase folder of lib/qconv/passes/).
+#define QCONV_PASS(NAME, FN, FORMATS, PHASE, SUMMARY) void FN(ir::Model&, PassContext&);
 #include "qconv/passes/passes.def"
 #undef QCONV_PASS
 

@@ -16,7 +16,7 @@
 #include "qconv/pipeline/item.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/write_plan.h"
-#include "qconv/passes/opset_history.h"
+#include "qconv/passes/common/opset_history.h"
 #include "qconv/quant.h"
 
 namespace qconv {

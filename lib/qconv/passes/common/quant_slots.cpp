@@ -1,0 +1,41 @@
+#include "qconv/passes/common/quant_slots.h"
+
+#include <string>
+
+namespace qconv {
+
+std::vector<QuantSlot> quantSlots(const ir::Node& n) {
+  if (!n.domain().empty()) return {};
+  const std::string& op = n.opType();
+  if (op == "QuantizeLinear") return {{true, 0, 2}};
+  if (op == "DequantizeLinear") return {{false, 0, 2}};
+  if (op == "QLinearConv" || op == "QLinearMatMul") return {{false, 0, 2}, {false, 3, 5}, {true, 0, 7}};
+  if (op == "ConvInteger" || op == "MatMulInteger") return {{false, 0, 2}, {false, 1, 3}};
+  return {};
+}
+
+bool movesData(const ir::Node& n) {
+  if (!n.domain().empty()) return false;
+  static const char* const kOps[] = {"Reshape", "Flatten",   "Transpose", "Squeeze", "Unsqueeze",
+                                     "Identity", "Slice",    "Gather",    "Split",   "Concat",
+                                     "Tile",     "Expand",   "DepthToSpace", "SpaceToDepth", "MaxPool"};
+  for (const char* op : kOps)
+    if (n.opType() == op) return true;
+  return false;
+}
+
+std::vector<int> dataInputs(const ir::Node& n) {
+  if (n.opType() != "Concat") return {0};
+  std::vector<int> all;
+  for (size_t i = 0; i < n.inputs().size(); ++i) all.push_back(static_cast<int>(i));
+  return all;
+}
+
+std::vector<int> dataOutputs(const ir::Node& n) {
+  if (n.opType() != "Split") return {0};
+  std::vector<int> all;
+  for (size_t i = 0; i < n.outputs().size(); ++i) all.push_back(static_cast<int>(i));
+  return all;
+}
+
+}  // namespace qconv

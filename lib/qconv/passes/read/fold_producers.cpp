@@ -1,0 +1,159 @@
+// fold-producers: constant subgraphs that make weights and biases become initializers.
+//
+// Before:
+//   w_f (float initializer) -> QuantizeLinear(s_w, zp_w) -> w_q -> DequantizeLinear -> Conv
+//   b_f -> Div(s_x * s_w) -> Round -> Cast(to=int32) -> b_i -> DequantizeLinear -> Conv
+//   Constant(value=T) -> s
+// After:
+//   w_q, b_i, s are initializers; the folded nodes are gone, and so are the float
+//   initializers no other node reads.
+//
+// A node is folded when all of these hold:
+//   1. it is a default-domain Constant, Identity, Cast, Round, Mul, Div, Add, Sub, Clip or
+//      QuantizeLinear (Constant: a `value` tensor, value_float(s) or value_int(s));
+//   2. every input is a constant initializer (not also a graph input);
+//   3. its single output is not a graph output and is not read by a subgraph;
+//   4. the evaluator computes it exactly (const_eval.h): float32 IEEE ops, integer results
+//      that fit their type, in-range casts, no NaN quantized;
+//   5. the result takes no more bytes than the largest input (folding never grows the model,
+//      so Cast(int8 -> float) of weights stays for lower-primitive-qdq to read as a dequantizer);
+//      checked on the broadcast shape before anything is computed, so that a [16384, 1] x
+//      [1, 16384] Mul of a small model costs nothing (the node stays, logged with -v).
+// A chain folds in one forward sweep, since nodes come in topological order.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/read/const_eval.h"
+#include "qconv/passes/read/fold.h"
+#include "qconv/passes/driver.h"
+
+namespace qconv {
+
+namespace {
+
+using onnx::AttributeProto;
+using onnx::TensorProto;
+
+std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::Tensor>& in, std::string* why) {
+  const std::string& op = n.opType();
+  if (op == "Constant") return eval::constantNodeValue(n, why);
+  if (op == "Identity" && in.size() == 1) return in[0];
+  if (op == "Round" && in.size() == 1) return eval::round(in[0], why);
+  if (op == "Cast" && in.size() == 1)
+    return eval::cast(in[0], static_cast<int32_t>(n.attrInt("to", 0)), why);
+  if ((op == "Mul" || op == "Div" || op == "Add" || op == "Sub") && in.size() == 2)
+    return eval::binary(op, in[0], in[1], why);
+  if (op == "Clip" && !in.empty() && in.size() <= 3) {
+    std::optional<eval::Tensor> lo, hi;
+    if (const auto* a = n.attribute("min")) lo = eval::Tensor{TensorProto::FLOAT, {}, {a->f()}, {}};
+    if (const auto* a = n.attribute("max")) hi = eval::Tensor{TensorProto::FLOAT, {}, {a->f()}, {}};
+    if (in.size() > 1) lo = in[1];
+    if (in.size() > 2) hi = in[2];
+    return eval::clip(in[0], lo, hi, why);
+  }
+  if (op == "QuantizeLinear" && (in.size() == 2 || in.size() == 3)) {
+    std::optional<eval::Tensor> zp;
+    if (in.size() == 3) zp = in[2];
+    const int32_t type = zp ? zp->type : static_cast<int32_t>(n.attrInt("output_dtype", TensorProto::UINT8));
+    if (n.attrInt("block_size", 0) != 0) {
+      *why = "blocked QuantizeLinear";
+      return std::nullopt;
+    }
+    return eval::quantize(in[0], in[1], zp, type, n.attrInt("axis", 1), why);
+  }
+  *why = "not a foldable op";
+  return std::nullopt;
+}
+
+/// The element count of a binary op's two inputs broadcast together (the evaluator's rule), or
+/// nullopt when they do not broadcast or the count passes 2^62.
+std::optional<uint64_t> broadcastCount(const std::vector<eval::Tensor>& in) {
+  const auto dims = in.size() == 2 ? eval::broadcastDims(in[0].dims, in[1].dims) : std::nullopt;
+  if (!dims) return std::nullopt;
+  uint64_t count = 1;
+  for (int64_t d : *dims) {
+    if (d < 0 || (d > 0 && count > (uint64_t{1} << 62) / static_cast<uint64_t>(d))) return std::nullopt;
+    count *= static_cast<uint64_t>(d);
+  }
+  return count;
+}
+
+bool isFoldable(const ir::Node& n) {
+  static const char* const kOps[] = {"Constant", "Identity", "Cast", "Round", "Mul",
+                                     "Div",      "Add",      "Sub",  "Clip",  "QuantizeLinear"};
+  if (!n.domain().empty() || n.outputs().size() != 1 || !n.output(0)) return false;
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.opType() == op; });
+}
+
+}  // namespace
+
+void foldProducers(ir::Model& model, PassContext& ctx) { foldNodes(model, ctx, isFoldable); }
+
+namespace {
+
+struct Fold {
+  struct Group {
+    ir::Node* node;
+    eval::Tensor result;
+  };
+  bool (*accept)(const ir::Node&);
+
+  bool root(const ir::Node& n) const { return accept(n) && isFoldable(n); }  // (1)
+  std::string declined(const ir::Node&) const { return "not folded"; }
+
+  Match<Group> select(ir::Node& n) {
+    const ir::Value* out = n.output(0);
+    if (out->isGraphOutput() || out->hasImplicitUses() || out->uses().empty()) return Match<Group>::none();  // (3)
+    std::vector<eval::Tensor> inputs;
+    size_t largest = 0;  // bytes
+    std::string why;
+    for (size_t k = 0; k < n.inputs().size(); ++k) {
+      const ir::Value* v = n.input(k);
+      if (!v) {  // an absent optional input: only at the end (then the rest are absent too)
+        for (size_t j = k; j < n.inputs().size(); ++j)
+          if (n.input(j)) return Match<Group>::none();
+        break;
+      }
+      auto t = v->isConstant() ? eval::fromValue(*v, &why) : std::nullopt;  // (2)
+      if (!t) return Match<Group>::none();
+      largest = std::max(largest, t->byteSize());
+      inputs.push_back(std::move(*t));
+    }
+    const bool broadcasts = n.is("Mul") || n.is("Div") || n.is("Add") || n.is("Sub");  // the others keep input 0's shape
+    if (broadcasts) {  // (5), before computing: a broadcast can be far larger than its inputs
+      const auto count = broadcastCount(inputs);
+      const size_t width = inputs.empty() ? 4 : std::max<size_t>(1, inputs[0].byteSize() / std::max<size_t>(1, inputs[0].size()));
+      if (!count || *count > std::max<size_t>(largest, 8) / width)
+        return Match<Group>::refuse(fmt::format("the result ({} values) would be larger than its inputs ({} bytes at most)",
+                                                count ? std::to_string(*count) : std::string("too many"), largest),
+                                    Report::Detail);
+    }
+    auto result = evaluate(n, inputs, &why);  // (4)
+    if (!result) return why.empty() ? Match<Group>::none() : Match<Group>::refuse(why, Report::Detail);
+    if (n.opType() != "Constant" && result->byteSize() > std::max<size_t>(largest, 8))  // (5)
+      return Match<Group>::refuse("the result would be larger than its inputs", Report::Detail);
+    return Group{&n, std::move(*result)};
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node* n = g.node;
+    ir::Value* out = n->output(0);
+    ir::Value* folded = graph.addInitializer(out->name(), eval::toProto(g.result));
+    std::vector<ir::Value*> oldInputs = n->inputs();
+    graph.replaceAllUsesWith(out, folded);
+    ctx.count("folded " + n->opType());
+    graph.destroyNode(n);
+    for (ir::Value* v : oldInputs) graph.pruneIfDead(v);
+  }
+};
+
+}  // namespace
+
+void foldNodes(ir::Model& model, PassContext& ctx, bool (*accept)(const ir::Node&)) {
+  Fold rule{accept};
+  applyRule(model.graph, ctx, rule);
+}
+
+}  // namespace qconv

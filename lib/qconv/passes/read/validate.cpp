@@ -1,0 +1,139 @@
+// validate: the checks the ONNX checker does not make, before any pass reads the model.
+//
+// A model that fails them is bad input (exit 3) or beyond qconv (exit 4), named by file and
+// node; nothing changes in the graph. Per node:
+//   1. a default-domain op exists at the model's opset (and the opset is one qconv knows);
+//   2. a standard or com.microsoft Q/DQ with constant parameters has positive finite scales
+//      (float, float16 or bfloat16 initializers, or a Constant node's float value: what the passes
+//      will see after fold-constants),
+//      a zero point of a quantized type with as many values as the scale (0 for int32), and a
+//      per-axis scale of rank 1 whose length and axis fit the input's shape where it is known.
+// The ONNX checker runs on the output; on the input only when the output fails it (run.cpp).
+#include <fmt/format.h>
+
+#include <functional>
+
+#include <cmath>
+
+#include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/read/const_eval.h"
+#include "qconv/passes/driver.h"
+#include "qconv/passes/common/opset_history.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+// (numbers: these types came after the ONNX 1.12 enum Debian has)
+bool isFloat8(int32_t t) { return t >= 17 && t <= 20; }
+bool isInt4(int32_t t) { return t == 21 || t == 22; }
+bool isNewerQuantType(int32_t t) { return t == 23 || t == 25 || t == 26; }  // float4e2m1 (23), uint2, int2 (25)
+
+/// Dimension `axis` of `v` when its shape says it, else -1.
+int64_t knownDim(const ir::Value* v, int64_t axis) {
+  if (const auto* t = v->initializer()) return axis < t->dims_size() ? t->dims(static_cast<int>(axis)) : -1;
+  if (!v->info() || !v->info()->type().tensor_type().has_shape()) return -1;
+  const auto& shape = v->info()->type().tensor_type().shape();
+  if (axis >= shape.dim_size() || !shape.dim(static_cast<int>(axis)).has_dim_value()) return -1;
+  return shape.dim(static_cast<int>(axis)).dim_value();
+}
+
+void checkScaleValues(const std::vector<float>& s, const std::function<Error(ExitCode, const std::string&)>& bad) {
+  for (float f : s) {
+    if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
+    if (f < 0.0f)
+      throw bad(ExitCode::Unsupported, fmt::format("scale {} is not positive and finite (qconv requires positive scales)", f));
+  }
+}
+
+void checkQuantParams(const ir::Node& n, const std::string& where) {
+  auto bad = [&](ExitCode code, const std::string& what) { return Error(code, fmt::format("{}: {}", where, what)); };
+  const ir::Value* scale = n.inputs().size() > 1 ? n.input(1) : nullptr;
+  const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
+  if (scale && !scale->isConstant() && scale->producer() && scale->producer()->is("Constant")) {
+    // a Constant node's scale: the value the passes will see once fold-constants has run
+    std::string why;
+    if (auto t = eval::constantNodeValue(*scale->producer(), &why); t && t->isFloat()) checkScaleValues(t->f, bad);
+    return;
+  }
+  if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
+  std::string why;
+  auto s = ir::readFloats(*scale, &why);
+  if (!s) {
+    const int32_t type = scale->initializer()->data_type();
+    if (type == onnx::TensorProto::FLOAT) throw bad(ExitCode::BadInput, "scale: " + why);
+    if (type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16) {
+      auto h = ir::readHalfAsFloats(*scale, &why);  // widened exactly: a zero or NaN stays one
+      if (!h) throw bad(ExitCode::BadInput, "scale: " + why);
+      checkScaleValues(*h, bad);
+    }
+    return;
+  }
+  checkScaleValues(*s, bad);
+  const auto sdims = ir::dimsOf(*scale->initializer());
+  if (n.attrInt("block_size", 0) != 0) return;  // blocked quantization: shapes follow other rules
+  if (zp && zp->isConstant()) {
+    const int32_t zt = zp->initializer()->data_type();
+    if (!ir::isIntegerType(zt) && !isFloat8(zt) && !isInt4(zt) && !isNewerQuantType(zt))
+      throw bad(ExitCode::BadInput, fmt::format("zero point of type {} is not a quantized type", ir::typeName(zt)));
+    const auto zn = ir::numElements(*zp->initializer()), sn = ir::numElements(*scale->initializer());
+    if (zn != sn)  // (onnxruntime's quantizer writes shapes [] and [1] together: counts must agree)
+      throw bad(ExitCode::BadInput, fmt::format("scale has {} values and zero point {}", sn.value_or(-1), zn.value_or(-1)));
+    if (ir::isIntegerType(zt)) {
+      auto z = ir::readInts(*zp, &why);
+      if (!z) throw bad(ExitCode::BadInput, "zero point: " + why);
+      for (int64_t v : *z)
+        if (zt == onnx::TensorProto::INT32 && v != 0)
+          throw bad(ExitCode::BadInput, fmt::format("zero point {} must be 0 for int32", v));
+    }
+  }
+  if (sdims.empty() || (sdims.size() == 1 && sdims[0] == 1)) return;  // per tensor
+  if (sdims.size() != 1) throw bad(ExitCode::BadInput, fmt::format("scale of rank {} needs block_size", sdims.size()));
+  const int64_t rank = knownRank(n.input(0));
+  int64_t axis = n.attrInt("axis", 1);
+  if (rank >= 0) {
+    if (axis < -rank || axis >= rank)
+      throw bad(ExitCode::BadInput, fmt::format("axis {} is outside the input's rank {}", axis, rank));
+    if (axis < 0) axis += rank;
+    const int64_t dim = knownDim(n.input(0), axis);
+    if (dim >= 0 && dim != sdims[0])
+      throw bad(ExitCode::BadInput,
+                fmt::format("per-axis scale has {} values, axis {} of the input has {}", sdims[0], axis, dim));
+  }
+}
+
+/// The rule: a selector that finds nothing to rewrite, and throws on bad input (the third
+/// failure tier). Nodes without outputs are checked too.
+struct Validate {
+  static constexpr bool kNeedsOutput = false;
+  struct Group {};
+  const std::string& path;
+  int64_t opset;
+
+  bool root(const ir::Node&) const { return true; }
+  std::string declined(const ir::Node&) const { return ""; }
+  Match<Group> select(ir::Node& n) {
+    const std::string where = fmt::format("{}: node '{}' ({})", path, n.label(), n.opType());
+    if (n.domain().empty() && !isKnownOperator(n.opType(), opset))  // (1)
+      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset));
+    if ((n.opType() == "QuantizeLinear" || n.opType() == "DequantizeLinear") && (n.domain().empty() || n.domain() == "com.microsoft"))
+      checkQuantParams(n, where);  // (2)
+    return Match<Group>::none();
+  }
+  void rewrite(ir::Graph&, Group&, PassContext&) {}
+};
+
+}  // namespace
+
+void validate(ir::Model& model, PassContext& ctx) {
+  const int64_t opset = ir::defaultOpset(model);
+  if (opset > newestKnownOpset())
+    throw Error(ExitCode::Unsupported, fmt::format("{}: the model declares ai.onnx opset {}; qconv knows operators up to opset {}",
+                                                   ctx.path(), opset, newestKnownOpset()));
+  Validate rule{ctx.path(), opset};
+  applyRule(model.graph, ctx, rule);
+}
+
+}  // namespace qconv

@@ -1,0 +1,168 @@
+// redeclare-opset: with --opset N, declare the output's default-domain opset as N.
+//
+// Before:  opset_import { "": 13 }   After:  opset_import { "": N }   (no node changes)
+// The conditions each node must meet are in opset_history.h. A node that fails them is
+// unconvertible (its text names the version in the way), so refuse-foreign-ops, right after,
+// refuses the model with it (exit 4) and the opset stays as declared.
+#include "qconv/passes/common/opset_history.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+#include <vector>
+
+#include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/driver.h"
+
+namespace qconv {
+
+namespace {
+
+struct OpVersion {
+  const char* op;
+  int64_t since;
+  const char* changed;   // non-empty: the signature changed beyond additions
+  int inputs_before;     // >= 0: this version added inputs after these
+  int outputs_before;    // >= 0: this version added outputs after these
+  const char* attributes;  // comma-separated optional attributes this version added
+  const char* types;       // comma-separated element types only one of the two versions takes
+};
+
+const OpVersion kHistory[] = {
+#define QCONV_OP_VERSION(OP, SINCE, CHANGED, IN, OUT, ATTRS, TYPES) {OP, SINCE, CHANGED, IN, OUT, ATTRS, TYPES},
+#include "qconv/passes/common/opset_history.inc"
+#undef QCONV_OP_VERSION
+};
+
+std::vector<std::string> split(const char* list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+/// "float", "int8", "float8e4m3fn"...: the schema spelling; empty when unknown.
+std::string typeSpelling(int32_t elem_type) {
+  if (!elem_type) return "";
+  if (!onnx::TensorProto_DataType_IsValid(elem_type)) {  // newer than ONNX 1.12's enum: int4, float4e2m1, int2...
+    const std::string name = ir::typeName(elem_type);
+    return name == "other type" ? "" : name;
+  }
+  std::string s = onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(elem_type));
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool common(const std::string& type) {
+  static const char* const kCommon[] = {"float", "double", "float16", "int8", "uint8", "int16", "uint16",
+                                        "int32", "uint32", "int64", "uint64", "bool", "string"};
+  return std::any_of(std::begin(kCommon), std::end(kCommon), [&](const char* c) { return type == c; });
+}
+
+/// Why `n` cannot move across version `v` of its operator, or empty.
+std::string blocker(const ir::Node& n, const OpVersion& v) {
+  if (*v.changed) return v.changed;
+  auto used = [](const std::vector<ir::Value*>& vals) {
+    size_t k = vals.size();
+    while (k && !vals[k - 1]) --k;
+    return k;
+  };
+  if (v.inputs_before >= 0 && used(n.inputs()) > static_cast<size_t>(v.inputs_before))
+    return fmt::format("the node uses input {}, which it added", v.inputs_before);
+  if (v.outputs_before >= 0 && used(n.outputs()) > static_cast<size_t>(v.outputs_before))
+    return fmt::format("the node uses output {}, which it added", v.outputs_before);
+  for (const auto& a : split(v.attributes))
+    if (n.attribute(a)) return fmt::format("the node sets attribute {}, which it added", a);
+  const std::vector<std::string> types = split(v.types);
+  if (types.empty()) return "";
+  std::vector<const ir::Value*> values(n.inputs().begin(), n.inputs().end());
+  values.insert(values.end(), n.outputs().begin(), n.outputs().end());
+  for (const ir::Value* val : values) {
+    if (!val) continue;
+    const std::string t = typeSpelling(val->elemType());
+    if (t.empty()) {
+      if (std::any_of(types.begin(), types.end(), common))
+        return fmt::format("the element type of '{}' is not known and it changed the accepted types ({})", val->name(), v.types);
+    } else if (std::find(types.begin(), types.end(), t) != types.end()) {
+      return fmt::format("'{}' is {}, accepted on one side only", val->name(), t);
+    }
+  }
+  return "";
+}
+
+std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi) {
+  for (const auto& a : n.proto().attribute())
+    if (a.has_g() || a.graphs_size()) return "its subgraph's nodes are not checked (qconv moves no subgraph to another opset)";
+  bool exists_at_lo = false, known = false;
+  for (const auto& v : kHistory) {
+    if (n.opType() != v.op) continue;
+    known = true;
+    if (v.since <= lo) exists_at_lo = true;
+    if (v.since > lo && v.since <= hi)
+      if (std::string why = blocker(n, v); !why.empty()) return fmt::format("{} version {} is in the way: {}", v.op, v.since, why);
+  }
+  if (!known) return fmt::format("{} is not an ai.onnx operator qconv knows the history of", n.opType());
+  if (!exists_at_lo) return fmt::format("{} does not exist at opset {}", n.opType(), lo);
+  return "";
+}
+
+}  // namespace
+
+namespace {
+
+struct RedeclareOpset {
+  struct Group {};
+  int64_t target, declared, lo, hi;
+  bool blocked = false;  // the first node in the way is the one named
+
+  bool root(const ir::Node& n) const { return n.domain().empty(); }
+  std::string declined(const ir::Node&) const {
+    return fmt::format("cannot declare opset {} (the model declares {})", target, declared);
+  }
+  Match<Group> select(ir::Node& n) {
+    if (blocked) return Match<Group>::none();
+    std::string why = checkNode(n, lo, hi);
+    if (why.empty()) return Match<Group>::none();
+    blocked = true;
+    return Match<Group>::unconvertible(why);
+  }
+  void rewrite(ir::Graph&, Group&, PassContext&) {}
+};
+
+}  // namespace
+
+void checkOpsetFlag(int64_t target) {
+  const int64_t newest = newestKnownOpset();
+  if (target < 1 || target > newest)
+    throw Error(ExitCode::Usage, fmt::format("--opset {}: qconv knows the ai.onnx operators of opsets 1 to {}", target, newest));
+}
+
+void redeclareOpset(ir::Model& model, PassContext& ctx) {
+  const int64_t target = ctx.options().opset;
+  const int64_t declared = ir::defaultOpset(model);
+  if (!target || declared == target || declared == 0) return;
+  checkOpsetFlag(target);
+  const size_t before = ctx.reports(Report::Unconvertible).size();
+  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target), false};
+  applyRule(model.graph, ctx, rule);
+  if (ctx.reports(Report::Unconvertible).size() != before) return;  // refuse-foreign-ops refuses the model
+  for (auto& op : *model.shell.mutable_opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(target);
+}
+
+int64_t newestKnownOpset() {
+  int64_t newest = 0;
+  for (const auto& v : kHistory) newest = std::max(newest, v.since);
+  return newest;
+}
+
+bool isKnownOperator(const std::string& op, int64_t opset) {
+  return std::any_of(std::begin(kHistory), std::end(kHistory),
+                     [&](const OpVersion& v) { return op == v.op && v.since <= opset; });
+}
+
+}  // namespace qconv

@@ -1,0 +1,139 @@
+#include "qconv/passes/target/weight_pairs.h"
+
+#include <algorithm>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "qconv/ir/tensor.h"
+
+namespace qconv {
+
+namespace {
+
+/// Where the pairs are in a run of weights read in order: every element i whose mask is set
+/// (the mask repeats with `period`) pairs with element i + stride, in the same period.
+struct PairPattern {
+  size_t period = 2;
+  size_t stride = 1;
+  std::vector<uint8_t> mask;  // one period
+};
+
+/// Saturable pairs in `len` elements of x: (x[i], x[i + stride]) for each i whose mask is 1:
+/// |a + b| >= 129, which only two weights of one sign reach (127 + -1 = 126).
+int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t len, size_t stride) {
+  if (len <= stride) return 0;
+  const size_t n = len - stride;
+  int64_t total = 0;
+  size_t i = 0;
+#if defined(__SSE2__)
+  // 16 pairs at a time, on the biased bytes u = x + 128: a + b >= 129 <=> avg(ua, ub) >= 193,
+  // a + b <= -129 <=> avg(255 - ua, 255 - ub) >= 192 (avg rounds up: pavgb); counts per byte
+  // lane, summed every 255 steps
+  const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80)), ones = _mm_set1_epi8(-1);
+  const __m128i hi = _mm_set1_epi8(static_cast<char>(193)), lo = _mm_set1_epi8(static_cast<char>(192));
+  while (i + 16 <= n) {
+    __m128i acc = _mm_setzero_si128();
+    for (int step = 0; step < 255 && i + 16 <= n; ++step, i += 16) {
+      const __m128i a = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)), bias);
+      const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + stride)), bias);
+      const __m128i up = _mm_avg_epu8(a, b);
+      const __m128i down = _mm_avg_epu8(_mm_xor_si128(a, ones), _mm_xor_si128(b, ones));
+      const __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(up, hi), up), _mm_cmpeq_epi8(_mm_max_epu8(down, lo), down));
+      acc = _mm_add_epi8(acc, _mm_and_si128(hit, _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + i))));
+    }
+    const __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
+    total += _mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
+  }
+#endif
+  for (; i < n; ++i) {
+    const int sum = x[i] + x[i + stride];
+    total += mask[i] & (sum >= 129 || sum <= -129);
+  }
+  return total;
+}
+
+/// `mask` filled with `size` elements of the pattern's mask repeated (by doubling copies).
+void fillMask(std::vector<uint8_t>& mask, const PairPattern& pp, size_t size) {
+  if (mask.size() < size) mask.resize(size);
+  std::copy_n(pp.mask.begin(), std::min(pp.period, size), mask.begin());
+  for (size_t filled = pp.period; filled < size; filled *= 2)
+    std::copy_n(mask.begin(), std::min(filled, size - filled), mask.begin() + static_cast<std::ptrdiff_t>(filled));
+}
+
+/// Saturable pairs of a run of `count` elements (a whole number of periods) of `in`, read a
+/// block of whole periods at a time.
+std::optional<WeightPairs> countRun(ir::ByteStream& in, size_t count, const PairPattern& pp, std::vector<uint8_t>& mask) {
+  WeightPairs p;
+  const size_t block = std::max<size_t>(1, (size_t{1} << 20) / pp.period) * pp.period;
+  if (count == 0) return p;
+  fillMask(mask, pp, std::min(block, count));
+  size_t ones = 0;
+  for (uint8_t m : pp.mask) ones += m;
+  for (size_t done = 0; done < count;) {
+    const size_t len = std::min(block, count - done);
+    const auto* x = reinterpret_cast<const int8_t*>(in.next(len));
+    if (!x) return std::nullopt;
+    p.saturable += countBlock(x, mask.data(), len, pp.stride);
+    p.total += static_cast<int64_t>(len / pp.period * ones);
+    done += len;
+  }
+  return p;
+}
+
+PairPattern pattern(size_t period, size_t stride, size_t paired) {  // mask: the first `paired` of each period
+  PairPattern pp{period, stride, std::vector<uint8_t>(period, 0)};
+  for (size_t i = 0; i < paired; ++i) pp.mask[i] = 1;
+  return pp;
+}
+
+}  // namespace
+
+/// The pairs of `w`, read once, in bounded memory.
+std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layout, int64_t group,
+                                            PairScratch& scratch) {
+  ir::ByteStream in(w, scratch.bytes);
+  const std::vector<int64_t> d = ir::dimsOf(*w.initializer());
+  const size_t total = static_cast<size_t>(in.size());
+  if (layout == PairLayout::ConvMCk) {  // per output channel: K = position * Cg + channel
+    const auto m = static_cast<size_t>(d[0]), cg = static_cast<size_t>(d[1]);
+    size_t np = 1;
+    for (size_t i = 2; i < d.size(); ++i) np *= static_cast<size_t>(d[i]);
+    if (cg == 1 && m / static_cast<size_t>(group) == 1) return WeightPairs{};  // depthwise: no pairs
+    if (cg % 2 == 0) return countRun(in, total, pattern(2 * np, np, np), scratch.mask);  // channels (c, c+1) at each position
+    // odd channel count: pairs straddle positions. Each output channel's weights are put in
+    // onnxruntime's K order (position major, channel minor), then counted as consecutive pairs.
+    WeightPairs p;
+    const size_t k = cg * np;
+    std::vector<int8_t> ordered(k);
+    fillMask(scratch.mask, pattern(2, 1, 1), k);
+    for (size_t oc = 0; oc < m; ++oc) {
+      const auto* row = reinterpret_cast<const int8_t*>(in.next(k));
+      if (!row) return std::nullopt;
+      for (size_t pos = 0; pos < np; ++pos)
+        for (size_t c = 0; c < cg; ++c) ordered[pos * cg + c] = row[c * np + pos];
+      p.saturable += countBlock(ordered.data(), scratch.mask.data(), k - k % 2, 1);
+      p.total += static_cast<int64_t>(k / 2);
+    }
+    return p;
+  }
+  const size_t r = d.size();
+  const auto rows = static_cast<size_t>(r >= 2 ? d[r - 2] : d[0]), cols = static_cast<size_t>(r >= 2 ? d[r - 1] : 1);
+  if (layout == PairLayout::MatrixNK) {  // [N, K]: consecutive pairs within each row
+    PairPattern pp = pattern(cols % 2 ? cols : 2, 1, 0);
+    for (size_t j = 0; j + 1 < pp.period; j += 2) pp.mask[j] = 1;
+    return countRun(in, total, pp, scratch.mask);
+  }
+  WeightPairs p;  // [..., K, N]: rows (k, k+1), column by column; an odd last row of each batch alone
+  const size_t batches = total / (rows * cols);
+  for (size_t b = 0; b < batches; ++b) {
+    auto part = countRun(in, (rows - rows % 2) * cols, pattern(2 * cols, cols, cols), scratch.mask);
+    if (!part) return std::nullopt;
+    p.saturable += part->saturable;
+    p.total += part->total;
+    if (rows % 2 && !in.next(cols)) return std::nullopt;
+  }
+  return p;
+}
+
+}  // namespace qconv
