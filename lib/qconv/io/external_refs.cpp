@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "qconv/io/release_behind.h"
 #include "qconv/io/wire.h"
 
 namespace qconv::io {
@@ -51,19 +52,11 @@ constexpr size_t kReadWhole = size_t{256} << 10;  // a model file this small is 
 struct Walk {
   const uint8_t* data;
   std::vector<std::string> found;
-  /// For a mapped file: each page the walk touches maps its neighbours too (fault-around), so
-  /// the pages behind it are dropped, 8 MiB at a time (as io::openModel's walk does), or the
-  /// file would show in this process's memory. The walk only ever reads forward.
-  bool mapped = false;
-  size_t released = 0;
+  /// For a mapped file: the pages behind the walk, which only ever reads forward.
+  ReleaseBehind* behind = nullptr;
 
   void done(size_t upto) {
-    static constexpr size_t kChunk = size_t{8} << 20;
-    if (!mapped || upto < released + kChunk) return;
-    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    upto = upto / page * page;
-    madvise(const_cast<uint8_t*>(data) + released, upto - released, MADV_DONTNEED);
-    released = upto;
+    if (behind) behind->done(upto);
   }
 
   void add(std::string_view location) {
@@ -96,15 +89,15 @@ struct Walk {
   }
 };
 
-std::vector<std::string> walkModel(const uint8_t* data, size_t size, bool mapped) {
-  Walk walk{data, {}, mapped};
+std::vector<std::string> walkModel(const uint8_t* data, size_t size, ReleaseBehind* behind) {
+  Walk walk{data, {}, behind};
   walk.message(Kind::Model, 0, size, 0);
   return std::move(walk.found);
 }
 
 }  // namespace
 
-std::vector<std::string> externalLocations(const uint8_t* data, size_t size) { return walkModel(data, size, false); }
+std::vector<std::string> externalLocations(const uint8_t* data, size_t size) { return walkModel(data, size, nullptr); }
 
 std::vector<std::string> externalLocations(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -116,9 +109,10 @@ std::vector<std::string> externalLocations(const std::string& path) {
     if (size <= kReadWhole) {  // one read costs less than a mapping's set-up, faults and tear-down
       std::string bytes(size, '\0');
       if (pread(fd, bytes.data(), size, 0) == static_cast<ssize_t>(size))
-        found = walkModel(reinterpret_cast<const uint8_t*>(bytes.data()), size, false);
+        found = walkModel(reinterpret_cast<const uint8_t*>(bytes.data()), size, nullptr);
     } else if (void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0); map != MAP_FAILED) {
-      found = walkModel(static_cast<const uint8_t*>(map), size, true);
+      ReleaseBehind behind(map);
+      found = walkModel(static_cast<const uint8_t*>(map), size, &behind);
       munmap(map, size);
     }
   }

@@ -18,6 +18,7 @@
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/op_schemas.h"
+#include "qconv/io/release_behind.h"
 #include "qconv/ir/tensor.h"
 
 // libonnx 1.12 exports the form of check_model that takes a CheckerContext (check_model(model)
@@ -156,16 +157,9 @@ InputModel openModel(const std::string& path) {
   auto* data = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0));
   bool walked = false;
   if (data != MAP_FAILED) {
-    // Each page the walk touches maps its neighbours too (fault-around): drop the pages behind
-    // it, 8 MiB at a time, or the file would show in this process's memory.
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t released = 0;
-    walked = parseLeavingTensors(data, size, &in.proto, &in.spans, kSpliceThreshold, [&](size_t upto) {
-      upto = upto / page * page;
-      if (upto < released + MappedChunks::kChunk) return;
-      madvise(data + released, upto - released, MADV_DONTNEED);
-      released = upto;
-    });
+    ReleaseBehind behind(data);  // or the file would show in this process's memory
+    walked = parseLeavingTensors(data, size, &in.proto, &in.spans, kSpliceThreshold,
+                                 [&](size_t upto) { behind.done(upto); });
     munmap(data, size);
   }
   if (walked) requireModel(in.proto, path);
