@@ -39,7 +39,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cinttypes>
 
 #include "qconv/diag.h"
 #include "qconv/io/content_hash.h"
@@ -74,13 +73,14 @@ class HoldInterrupts {
 
 /// tagMatches for `name` of `dirfd`, a regular file described by `st`.
 bool tagMatchesAt(int dirfd, const std::string& name, const struct stat& st) {
+  const std::string owner = dataFileOwner(name);
+  if (owner.empty()) return false;
   const int fd = openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
   uint64_t hash = 0;
   const bool read = hashFile(fd, static_cast<uint64_t>(st.st_size), hash);
   close(fd);
-  const size_t tag = name.size() - kTagDigits - 5;
-  return read && name.size() > kTagDigits + 5 && name.compare(tag, kTagDigits, fmt::format("{:016x}", hash)) == 0;
+  return read && name == dataFileName(owner, hash);  // the name qconv gives those bytes
 }
 
 /// Step 2: what step 5 removes (see the top of this file). `old` names what the model being
@@ -146,7 +146,7 @@ bool tagMatches(const std::string& path) {
   if (dirfd < 0) return false;
   struct stat st {};
   const bool match = fstatat(dirfd, parts.base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-                     !dataFileOwner(parts.base).empty() && tagMatchesAt(dirfd, parts.base, st);
+                     tagMatchesAt(dirfd, parts.base, st);
   close(dirfd);
   return match;
 }
