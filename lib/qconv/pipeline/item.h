@@ -18,7 +18,6 @@
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/op_schemas.h"
-#include "qconv/ir/ir.h"
 #include "qconv/pipeline/report.h"
 #include "qconv/pipeline/run.h"
 
