@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "qconv/ir/ir.h"
+#include "qconv/targets/target.h"
 
 namespace qconv {
 
@@ -36,6 +37,8 @@ struct PassOptions {
   /// The output format promises one step, not the same bits (--format qop): a quantizer x * M
   /// may become QuantizeLinear(x, 1/M) without --approximate, counted in the summary.
   bool one_step = false;
+  /// --target: the runtime the output is for (targets/target.h); null: unrestricted().
+  const TargetProfile* target = nullptr;
 };
 
 /// The one vocabulary of everything a pass says. Each line is "<subject>: <text>", where the
@@ -76,6 +79,8 @@ class PassContext {
       : log_(log), options_(options), path_(std::move(path)) {}
 
   const PassOptions& options() const { return options_; }
+  /// The profile of the runtime the output is for (unrestricted() without --target).
+  const TargetProfile& target() const { return options_.target ? *options_.target : unrestricted(); }
   /// The input file, the subject of whole-model diagnostics.
   const std::string& path() const { return path_; }
 

@@ -306,7 +306,7 @@ TEST_CASE("refuse-foreign-ops names the first node left, its reason and how many
   } catch (const qconv::Error& e) {
     REQUIRE(e.code() == qconv::ExitCode::Unsupported);
     REQUIRE(std::string(e.what()) == "test.onnx: fix_quant: vai::QuantizeLinear not converted: scale is not a constant "
-                                     "positive finite tensor (and 1 more nodes without a standard form)");
+                                     "positive finite tensor (and 1 more nodes refused)");
   }
   auto clean = convModel({}).build();
   REQUIRE_NOTHROW(qconv::refuseForeignOps(clean, r.ctx));

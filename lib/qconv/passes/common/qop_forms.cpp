@@ -113,6 +113,14 @@ const QOpForm* qopFormOf(const ir::Node& n) {
   return nullptr;
 }
 
+const QOpForm* qopFormNamed(const std::string& op_type, const std::string& domain) {
+  const bool contrib = domain == "com.microsoft";
+  if (!contrib && !domain.empty() && domain != "ai.onnx") return nullptr;
+  for (const QOpForm& f : forms())
+    if (f.contrib == contrib && op_type == f.op_type) return &f;
+  return nullptr;
+}
+
 const QOpForm* contribFormFor(const std::string& float_op) {
   for (const QOpForm& f : forms())
     if (f.contrib && float_op == f.float_op && float_op != "Conv") return &f;

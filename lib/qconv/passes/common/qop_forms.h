@@ -61,6 +61,9 @@ struct QOpForm {
 /// The form of `n`, or null when it is not a QOp op qconv knows.
 const QOpForm* qopFormOf(const ir::Node& n);
 
+/// The form of the op `op_type` of `domain` ("com.microsoft" or the default), or null.
+const QOpForm* qopFormNamed(const std::string& op_type, const std::string& domain);
+
 /// The com.microsoft op that stands for the float op `float_op` in onnxruntime's QOperator
 /// format (QLinearAdd for Add, QGemm for Gemm, ...), or null. Conv and MatMul have standard
 /// ones (QLinearConv, QLinearMatMul) and get none here.

@@ -24,7 +24,9 @@
 //      Q(hi) == qmax, so the fused op computes exactly what the unfused one did;
 //   9. y has x's type (onnxruntime has no QLinearConv kernel for int8 x with uint8 y, or the
 //      reverse, though the spec allows it);
-//  10. the bias is finite and fits int32 at s_x * s_w[c] (with --raise-weight-scale: the weight
+//  10. the target (--target) runs a QLinearConv with per-channel weights, if they are
+//      (common/target_fit.h);
+//  11. the bias is finite and fits int32 at s_x * s_w[c] (with --raise-weight-scale: the weight
 //      scales of the channels where it does not are raised, each listed as an approximation).
 // Group, dilations, pads, strides, auto_pad and kernel_shape carry over with the name.
 // float16 scales (and a bias DQ's) are read widened to float, exactly, and written as float:
@@ -35,6 +37,7 @@
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/qop/conv_bias.h"
 #include "qconv/passes/common/conv_group.h"
+#include "qconv/passes/common/target_fit.h"
 #include "qconv/passes/driver.h"
 
 namespace qconv {
@@ -53,7 +56,7 @@ struct FuseConv {
     ConvGroup conv;
     std::optional<BiasPlan> bias;
   };
-  bool raise_weight_scale;
+  const PassContext& ctx;
 
   bool root(const ir::Node& n) const { return n.is("Conv"); }
   std::string declined(const ir::Node&) const { return "not fused"; }
@@ -62,9 +65,10 @@ struct FuseConv {
     std::string why;
     auto g = selectConvGroup(conv, &why);  // (1)-(9)
     if (!g) return Match<Group>::refuse(why);
+    if (auto no = convFits(ctx, g->w.params.per_axis); !no.empty()) return Match<Group>::refuse(no);  // (10)
     Group group{std::move(*g), std::nullopt};
-    if (group.conv.bias) {  // (10)
-      group.bias = planBias(group.conv, raise_weight_scale, &why);
+    if (group.conv.bias) {  // (11)
+      group.bias = planBias(group.conv, ctx.options().raise_weight_scale, &why);
       if (!group.bias) return Match<Group>::refuse(why);
     }
     return group;
@@ -97,7 +101,7 @@ struct FuseConv {
 }  // namespace
 
 void fuseQLinearConv(ir::Model& model, PassContext& ctx) {
-  FuseConv rule{ctx.options().raise_weight_scale};
+  FuseConv rule{ctx};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -15,7 +15,8 @@
 //   4. a int8 needs b int8 (onnxruntime's kernels: u8*u8, u8*s8, s8*s8);
 //   5. the MatMul output has one reader, is not a graph output or read by a subgraph, and
 //      that reader is a QuantizeLinear with constant per-tensor int8/uint8 parameters;
-//   6. y has a's type (onnxruntime's QLinearMatMul kernels).
+//   6. y has a's type (onnxruntime's QLinearMatMul kernels);
+//   7. the target (--target) runs a QLinearMatMul with per-column b (common/target_fit.h).
 // float16 scales are written as float, widened exactly: QLinearMatMul-21 would take them, but
 // onnxruntime's kernels take float only. The QDQ form computes in float16, so a value may round
 // the other way where float16's precision (2^-11) cannot tell it from a tie: inside the one step
@@ -26,6 +27,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/common/qdq_select.h"
+#include "qconv/passes/common/target_fit.h"
 #include "qconv/passes/driver.h"
 
 namespace qconv {
@@ -92,6 +94,7 @@ const OperandRow kOperands[] = {
 
 struct FuseMatMul {
   using Group = MatMulGroup;
+  const PassContext& ctx;
   bool root(const ir::Node& n) const { return n.is("MatMul"); }
   std::string declined(const ir::Node&) const { return "not fused"; }
 
@@ -99,6 +102,7 @@ struct FuseMatMul {
     std::string why;
     auto g = selectMatMulGroup(mm, &why);
     if (!g) return Match<Group>::refuse(why);
+    if (auto no = matmulFits(ctx, g->b.params.per_axis); !no.empty()) return Match<Group>::refuse(no);  // (7)
     return *g;
   }
 
@@ -123,7 +127,7 @@ struct FuseMatMul {
 }  // namespace
 
 void fuseQLinearMatMul(ir::Model& model, PassContext& ctx) {
-  FuseMatMul rule;
+  FuseMatMul rule{ctx};
   applyRule(model.graph, ctx, rule);
 }
 

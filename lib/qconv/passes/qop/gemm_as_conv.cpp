@@ -25,7 +25,9 @@
 //   4. alpha and beta are finite and not 0;
 //   5. the output's one reader is a QuantizeLinear, per tensor, of A's type (through a redundant
 //      Relu/Clip);
-//   6. the opset is 13 or more (Unsqueeze/Squeeze with axes as an input; per-axis DQ).
+//   6. the opset is 13 or more (Unsqueeze/Squeeze with axes as an input; per-axis DQ);
+//   7. the target (--target) runs the QLinearConv it becomes and data movement on A's type
+//      (common/target_fit.h).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -34,6 +36,7 @@
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/driver.h"
 #include "qconv/passes/common/qdq_select.h"
+#include "qconv/passes/common/target_fit.h"
 
 namespace qconv {
 
@@ -116,10 +119,19 @@ ir::Value* int64s(ir::Graph& graph, const char* hint, const std::vector<int64_t>
 struct GemmAsConv {
   using Group = GemmGroup;
   int64_t opset;
+  const PassContext& ctx;
 
   bool root(const ir::Node& n) const { return n.is("Gemm"); }
   std::string declined(const ir::Node&) const { return "not fused"; }
-  Match<Group> select(ir::Node& n) { return selectGemm(n, opset); }
+  Match<Group> select(ir::Node& n) {
+    auto m = selectGemm(n, opset);
+    if (!m.selected()) return m;
+    const GemmGroup& g = m.group();  // (7)
+    std::string no = convFits(ctx, g.b.params.per_axis);
+    if (no.empty()) no = movementFits(ctx, g.a.params.elem_type);
+    if (!no.empty()) return Match<Group>::refuse(no);
+    return m;
+  }
 
   /// Unsqueeze 0 <- A's DQ input 0 (through Transpose when transA); DQ(x) 1, 2 <- A's DQ 1, 2;
   /// DQ(W) 0 <- B_q as [N, K, 1, 1] (transposed unless transB), 1 <- alpha * b_s, 2 <- B's DQ 2;
@@ -211,7 +223,7 @@ struct GemmAsConv {
 }  // namespace
 
 void gemmAsConv(ir::Model& model, PassContext& ctx) {
-  GemmAsConv rule{ir::defaultOpset(model)};
+  GemmAsConv rule{ir::defaultOpset(model), ctx};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -18,7 +18,9 @@
 //   3. each output has one reader, a QuantizeLinear with constant per-tensor parameters of the
 //      inputs' type, and is not a graph output; MaxPool's Indices output is absent;
 //   4. Resize is in nearest mode; Pad's pad value, when given, is a constant float scalar that an
-//      integer of the type dequantizes to exactly.
+//      integer of the type dequantizes to exactly;
+//   5. the target (--target) runs data movement on the type the tensor is stored as (IREE and
+//      Aidge: int8 only; common/target_fit.h).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -28,6 +30,7 @@
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/driver.h"
 #include "qconv/passes/common/qdq_select.h"
+#include "qconv/passes/common/target_fit.h"
 
 namespace qconv {
 
@@ -123,6 +126,7 @@ ir::Value* requantize(ir::Graph& graph, ir::Value* v, const ir::Node& dq, const 
 struct MoveOnInt8 {
   using Group = MoveGroup;
   int64_t opset;
+  const PassContext& ctx;
 
   bool root(const ir::Node& n) const {
     for (const MovingOp& m : kOps)
@@ -130,7 +134,12 @@ struct MoveOnInt8 {
     return false;
   }
   std::string declined(const ir::Node&) const { return "stays on float"; }
-  Match<Group> select(ir::Node& n) { return selectMove(n); }
+  Match<Group> select(ir::Node& n) {
+    auto m = selectMove(n);
+    if (!m.selected()) return m;
+    if (auto no = movementFits(ctx, m.group().ins[0].elem_type); !no.empty()) return Match<Group>::refuse(no);  // (5)
+    return m;
+  }
 
   /// Concat: input i <- its DQ's input 0, requantized to the output's parameters where they
   /// differ; other ops: input 0 <- its DQ's input 0; Pad 2 <- the integer pad value. Output k <-
@@ -173,7 +182,7 @@ struct MoveOnInt8 {
 }  // namespace
 
 void moveOnInt8(ir::Model& model, PassContext& ctx) {
-  MoveOnInt8 rule{ir::defaultOpset(model)};
+  MoveOnInt8 rule{ir::defaultOpset(model), ctx};
   applyRule(model.graph, ctx, rule);
 }
 

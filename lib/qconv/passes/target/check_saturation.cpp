@@ -1,4 +1,6 @@
-// check-saturation: say where onnxruntime's x86 u8 x s8 kernels will not compute the model.
+// check-saturation: say where onnxruntime's x86 u8 x s8 kernels will not compute the model; with
+// --target, the target's (OpenVINO's, measured to saturate the same way), and for a target
+// without such kernels (TensorRT, IREE, TVM, Aidge) nothing.
 //
 // An analysis: it changes nothing. On an x86 CPU without VNNI (AVX2, or AVX-512 without VNNI),
 // onnxruntime multiplies uint8 activations by int8 weights with vpmaddubsw, which sums each
@@ -95,6 +97,7 @@ struct CheckSaturation {
     ir::Node* node;
     WeightPairs pairs;
   };
+  std::string_view kernels;  // whose: the target's saturating_kernels ("onnxruntime")
   int64_t nodes = 0, flagged = 0, pairs = 0;
   PairScratch scratch;
 
@@ -119,24 +122,26 @@ struct CheckSaturation {
     ++flagged;
     pairs += g.pairs.saturable;
     ctx.report(Report::Warning, *g.node,
-               fmt::format("{} of {} weight pairs can saturate onnxruntime's u8 x s8 kernel on x86 CPUs without VNNI; "
+               fmt::format("{} of {} weight pairs can saturate {}'s u8 x s8 kernel on x86 CPUs without VNNI; "
                            "--weight-type uint8 computes exactly on every CPU",
-                           g.pairs.saturable, g.pairs.total));
+                           g.pairs.saturable, g.pairs.total, kernels));
   }
 };
 
 }  // namespace
 
 void checkSaturation(ir::Model& model, PassContext& ctx) {
-  if (!ctx.options().check_saturation) return;
+  const std::string_view kernels = ctx.target().saturating_kernels;
+  if (!ctx.options().check_saturation || kernels.empty()) return;  // a target without such kernels
   CheckSaturation rule;
+  rule.kernels = kernels;
   applyRule(model.graph, ctx, rule);
   if (rule.flagged)
     ctx.report(Report::Warning, ctx.path(),
-               fmt::format("{} of {} u8 x s8 nodes ({} weight pairs) can saturate onnxruntime's x86 kernels on CPUs without "
+               fmt::format("{} of {} u8 x s8 nodes ({} weight pairs) can saturate {}'s x86 kernels on CPUs without "
                            "VNNI (AVX2, AVX-512 without VNNI), where their results may be off by many steps: convert with "
                            "--weight-type uint8 for exact results on every CPU (docs/onnxruntime-cpu.md)",
-                           rule.flagged, rule.nodes, rule.pairs));
+                           rule.flagged, rule.nodes, rule.pairs, kernels));
 }
 
 }  // namespace qconv

@@ -5,7 +5,8 @@
 // only). The model is not changed: making the zero point 0 would change the numbers.
 //
 // A tensor is named (once, however many Q/DQ nodes carry it) when:
-//   1. both --activation-type and --weight-type ask for int8;
+//   1. both --activation-type and --weight-type ask for int8, without --target (with one, a
+//      target that takes zero points 0 only refuses the others: check-target);
 //   2. it is quantized by a standard QuantizeLinear, or dequantized by a DequantizeLinear,
 //      whose zero point is a constant int8 with a value other than 0.
 // A zero point that is not constant is named too: nothing says it is 0.
@@ -61,6 +62,7 @@ struct CheckZeroPoints {
 void checkZeroPoints(ir::Model& model, PassContext& ctx) {
   if (ctx.options().activation_type != onnx::TensorProto::INT8 || ctx.options().weight_type != onnx::TensorProto::INT8)
     return;  // (1)
+  if (ctx.options().target) return;  // a target that needs zero points 0 refuses them: check-target
   CheckZeroPoints rule;
   applyRule(model.graph, ctx, rule);
   if (!rule.named.empty())

@@ -1,4 +1,5 @@
-// redeclare-opset: with --opset N, declare the output's default-domain opset as N.
+// redeclare-opset: with --opset N, declare the output's default-domain opset as N; with --target
+// and no --opset, the nearest opset that target reads when the model's is outside its range.
 //
 // Before:  opset_import { "": 13 }   After:  opset_import { "": N }   (no node changes)
 // The conditions each node must meet are in opset_history.h. A node that fails them is
@@ -142,8 +143,13 @@ void checkOpsetFlag(int64_t target) {
 }
 
 void redeclareOpset(ir::Model& model, PassContext& ctx) {
-  const int64_t target = ctx.options().opset;
   const int64_t declared = ir::defaultOpset(model);
+  int64_t target = ctx.options().opset;
+  if (!target) {  // --target: the nearest opset its runtime reads
+    const TargetProfile& t = ctx.target();
+    if (declared < t.opset_min) target = t.opset_min;
+    else if (t.opset_max && declared > t.opset_max) target = t.opset_max;
+  }
   if (!target || declared == target || declared == 0) return;
   checkOpsetFlag(target);
   const size_t before = ctx.reports(Report::Unconvertible).size();

@@ -1,0 +1,111 @@
+// check-target (--target NAME): the output is in a form its runtime runs, or the model is
+// refused. An analysis: it changes nothing.
+//
+// Before/After: the same graph. Each node the target's profile (targets/target.h) rules out is
+// reported Unconvertible with the profile's reason, and refuse-foreign-ops, right after, refuses
+// the model (exit 4) naming the first. The passes before it already chose the forms the target
+// takes where there is one (the fusions and move-on-int8 decline, shift-types stores the target's
+// types); what reaches this pass has no such form: a per-channel weight for Aidge, an asymmetric
+// activation for TensorRT.
+//
+// A node is refused, under the limit named, when:
+//   1. qop:                it is a QOperator op (QLinearConv, QLinearMatMul, ConvInteger,
+//                          MatMulInteger) left in a --format qdq output;
+//   2. contrib:            it is in the com.microsoft domain;
+//   3. per_axis:           it is a QuantizeLinear/DequantizeLinear with more than one scale;
+//   4. conv_per_channel:   it is a QLinearConv with more than one weight scale;
+//      matmul_per_column:  a QLinearMatMul with more than one b scale;
+//   5. nonzero_zero_point: it is a QuantizeLinear/DequantizeLinear with a zero point not 0, or
+//                          not constant;
+//   6. uint8:              it is a QuantizeLinear/DequantizeLinear of a uint8 tensor;
+//      int32_dequantize:   of an int32 tensor (fold-int32-dequantize folds the constant ones);
+//   7. move_on:            it is any other default-domain op whose input 0 is an 8-bit tensor of a
+//                          type the target moves no data on (MaxPool on uint8 for IREE).
+// Without --target nothing is checked.
+#include <fmt/format.h>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/driver.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+bool isQOperator(const ir::Node& n) {
+  return n.is("QLinearConv") || n.is("QLinearMatMul") || n.is("ConvInteger") || n.is("MatMulInteger");
+}
+
+/// More than one value in a constant (a per-axis scale); a non-constant counts as one.
+bool severalValues(const ir::Value* v) {
+  return v && v->isConstant() && ir::numElements(*v->initializer()).value_or(1) > 1;
+}
+
+/// A zero point that is absent, or a constant of zeros.
+bool zeroPointIsZero(const ir::Value* zp, std::string* what) {
+  if (!zp) return true;
+  if (!zp->isConstant()) {
+    *what = "its zero point is not a constant";
+    return false;
+  }
+  std::string why;
+  auto z = ir::readInts(*zp, &why);
+  if (!z) {
+    *what = "its zero point cannot be read: " + why;
+    return false;
+  }
+  for (int64_t v : *z)
+    if (v != 0) {
+      *what = fmt::format("its zero point is {}", v);
+      return false;
+    }
+  return true;
+}
+
+struct CheckTarget {
+  struct Group {};
+  const TargetProfile& t;
+
+  bool root(const ir::Node&) const { return true; }
+  std::string declined(const ir::Node&) const { return fmt::format("not run by --target {}", t.name); }
+
+  Match<Group> select(ir::Node& n) {
+    using M = Match<Group>;
+    auto no = [](const Limit& limit, const std::string& what = "") {
+      return M::unconvertible(what.empty() ? std::string(limit.why) : what + ": " + std::string(limit.why));
+    };
+    if (isQOperator(n) && !t.qop.allowed) return no(t.qop);  // (1)
+    if (n.domain() == "com.microsoft" && !t.contrib.allowed) return no(t.contrib, "com.microsoft " + n.opType());  // (2)
+    if (isQuantize(n) || isDequantize(n)) {
+      if (severalValues(n.input(1)) && !t.per_axis.allowed)  // (3)
+        return no(t.per_axis, isDequantize(n) && n.input(0) && n.input(0)->isConstant()
+                                   ? "it dequantizes per channel (--approximate requantizes such a constant per tensor)"
+                                   : "it is per channel");
+      std::string what;
+      if (!t.nonzero_zero_point.allowed && !zeroPointIsZero(n.input(2), &what)) return no(t.nonzero_zero_point, what);  // (5)
+      const ir::Value* q = isQuantize(n) ? n.output(0) : n.input(0);
+      if (!t.uint8.allowed && q && q->elemType() == onnx::TensorProto::UINT8) return no(t.uint8, "it is uint8");  // (6)
+      if (!t.int32_dequantize.allowed && q && q->elemType() == onnx::TensorProto::INT32) return no(t.int32_dequantize, "it is int32");
+      return M::none();
+    }
+    if (n.is("QLinearConv") && severalValues(n.input(4)) && !t.conv_per_channel.allowed) return no(t.conv_per_channel);  // (4)
+    if (n.is("QLinearMatMul") && severalValues(n.input(4)) && !t.matmul_per_column.allowed) return no(t.matmul_per_column);
+    if (!isQOperator(n) && n.domain().empty() && n.input(0)) {  // (7)
+      const int32_t type = n.input(0)->elemType();
+      const uint8_t bit = type == onnx::TensorProto::INT8 ? kInt8 : type == onnx::TensorProto::UINT8 ? kUint8 : 0;
+      if (bit && !(t.move_on & bit)) return no(Limit{false, t.move_why}, fmt::format("{} on {}", n.opType(), ir::typeName(type)));
+    }
+    return M::none();
+  }
+  void rewrite(ir::Graph&, Group&, PassContext&) {}
+};
+
+}  // namespace
+
+void checkTarget(ir::Model& model, PassContext& ctx) {
+  if (!ctx.options().target) return;
+  CheckTarget rule{*ctx.options().target};
+  applyRule(model.graph, ctx, rule);
+}
+
+}  // namespace qconv

@@ -1,0 +1,122 @@
+// The targets, one profile each: what each runtime runs exactly, and what it is refused or
+// computes wrong, as measured (docs/targets.md has the matrix and the versions).
+#include "qconv/targets/target.h"
+
+#include <onnx/onnx_pb.h>
+
+namespace qconv {
+
+namespace {
+
+constexpr Limit no(std::string_view why) { return Limit{false, why}; }
+
+std::vector<TargetProfile> makeProfiles() {
+  std::vector<TargetProfile> all;
+
+  TargetProfile ort;
+  ort.name = "onnxruntime";
+  ort.runtime = "onnxruntime 1.32 (CPU)";
+  ort.summary = "QOp (QLinearConv, QLinearMatMul; com.microsoft ops with --contrib) or QDQ; any granularity";
+  ort.default_qop = true;
+  ort.saturating_kernels = "onnxruntime";
+  all.push_back(ort);
+
+  TargetProfile trt;
+  trt.name = "tensorrt";
+  trt.runtime = "TensorRT 10 (explicit quantization, as documented; not run here: it needs a GPU)";
+  trt.summary = "QDQ only, int8 at zero point 0 for activations and weights";
+  trt.qop = no("TensorRT takes explicit quantization only (QuantizeLinear/DequantizeLinear), no QOperator ops");
+  trt.contrib = no("TensorRT runs no com.microsoft quantized op");
+  trt.activation_type = onnx::TensorProto::INT8;
+  trt.weight_type = onnx::TensorProto::INT8;
+  trt.nonzero_zero_point = no("TensorRT takes symmetric quantization only: every zero point must be 0");
+  trt.uint8 = no("TensorRT quantizes to int8 (or float8/int4), never uint8");
+  trt.int32_dequantize = no("TensorRT dequantizes int8 (float8, int4) only: a bias is given in float");
+  trt.opset_min = 13;  // per-axis QuantizeLinear/DequantizeLinear
+  all.push_back(trt);
+
+  TargetProfile ov;
+  ov.name = "openvino";
+  ov.runtime = "OpenVINO 2026.4 (CPU)";
+  ov.summary = "QDQ (default), or QOp with per-channel groups left in QDQ, uint8 activations; no com.microsoft ops";
+  ov.contrib = no("OpenVINO 2026.4 computes com.microsoft QLinearAveragePool and QLinearLeakyRelu wrong (13-82 steps "
+                  "off) and has no conversion rule for QLinearGlobalAveragePool");
+  ov.conv_per_channel = no("OpenVINO 2026.4 refuses a QLinearConv with per-channel weight scales (it checks the scale "
+                           "count against x's axis 1)");
+  ov.matmul_per_column = no("OpenVINO 2026.4 refuses a QLinearMatMul with per-column scales ('Scalar value can't be "
+                            "derived')");
+  // int8 activations: OpenVINO runs a QLinearConv on them, but not data movement between convs
+  // measured under an emulated AVX2 CPU (qemu -cpu Haswell): OpenVINO's int8 kernels saturate too
+  ov.saturating_kernels = "OpenVINO";
+  ov.activation_type = onnx::TensorProto::UINT8;
+  ov.move_on = kUint8;
+  ov.move_why = "OpenVINO 2026.4 fails to compile int8 activations at a zero point other than 0 moved on int8 between "
+                "convs (MaxPool, Unsqueeze: 'No suitable implementations')";
+  all.push_back(ov);
+
+  TargetProfile iree;
+  iree.name = "iree";
+  iree.runtime = "IREE 3.13 (iree-import-onnx: torch-mlir's ONNX importer; llvm-cpu)";
+  iree.summary = "QDQ (default), or QOp with per-channel convs left in QDQ and data movement on int8";
+  iree.contrib = no("IREE 3.13 has no lowering for com.microsoft QLinearSoftmax (QLinearAdd and QLinearGlobalAveragePool "
+                    "run once their types are declared)");
+  iree.conv_per_channel = no("IREE 3.13 computes a QLinearConv with per-channel weight scales and a bias wrong (150-255 "
+                             "steps off on every element)");
+  iree.activation_type = onnx::TensorProto::INT8;
+  iree.move_on = kInt8;
+  iree.move_why = "IREE 3.13 computes MaxPool on uint8 wrong (a signed comparison: 9 steps off on 88% of outputs)";
+  all.push_back(iree);
+
+  TargetProfile tvm;
+  tvm.name = "tvm";
+  tvm.runtime = "TVM 0.27 (relax ONNX frontend, llvm)";
+  tvm.summary = "QDQ only";
+  tvm.qop = no("TVM 0.27's ONNX frontend has no QLinearConv, QLinearMatMul or other QOperator op (OpNotImplemented)");
+  tvm.contrib = no("TVM 0.27's ONNX frontend has no com.microsoft quantized op");
+  all.push_back(tvm);
+
+  TargetProfile aidge;
+  aidge.name = "aidge";
+  aidge.runtime = "Aidge 0.10.1 (aidge_onnx import, aidge_backend_cpu)";
+  aidge.summary = "QDQ (default) or QOp, per tensor only, int8 activations";
+  aidge.contrib = no("Aidge 0.10.1 imports no com.microsoft quantized op");
+  const std::string_view per_tensor_only =
+      "Aidge 0.10.1 runs per-tensor quantization only (a per-channel DequantizeLinear has no forward(); a per-channel "
+      "QLinearConv becomes a GenericOperator)";
+  aidge.per_axis = no(per_tensor_only);
+  aidge.conv_per_channel = no(per_tensor_only);
+  aidge.matmul_per_column = no(per_tensor_only);
+  aidge.activation_type = onnx::TensorProto::INT8;
+  aidge.weight_type = onnx::TensorProto::INT8;
+  aidge.move_on = kInt8;
+  aidge.move_why = "Aidge 0.10.1 has no uint8 MaxPool kernel ('missing or invalid registrar key [uint8 ...]')";
+  all.push_back(aidge);
+
+  return all;
+}
+
+}  // namespace
+
+const std::vector<TargetProfile>& targetProfiles() {
+  static const std::vector<TargetProfile> all = makeProfiles();  // immutable once made
+  return all;
+}
+
+const TargetProfile* findTarget(std::string_view name) {
+  for (const auto& t : targetProfiles())
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TargetProfile& unrestricted() {
+  static const TargetProfile none = [] {
+    TargetProfile p;
+    p.name = "";
+    p.runtime = "any";
+    p.saturating_kernels = "onnxruntime";
+    return p;
+  }();
+  return none;
+}
+
+}  // namespace qconv

@@ -1,0 +1,67 @@
+// A target: one runtime that reads quantized ONNX, as data. What each field says was measured by
+// running that runtime (tests/integration/test_targets.py; the matrix is docs/targets.md), or
+// for TensorRT, which needs a GPU, read off its documented explicit-quantization rules.
+//
+// The passes read the profile (PassOptions::target) where they choose a form: the fusions, move-
+// on-int8, shift-types (through the storage types), check-saturation, check-zero-points and
+// check-target. No pass tests a target's name. Without --target the profile is unrestricted():
+// every form qconv writes is allowed, today's behaviour.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace qconv {
+
+/// One thing a runtime may not be given, and what it does with it when it is (the message
+/// of every refusal it causes). `allowed` false: qconv does not write it for this target.
+struct Limit {
+  bool allowed = true;
+  std::string_view why;  // "IREE 3.13 computes a per-channel QLinearConv 198-255 steps off"
+};
+
+/// 8-bit storage types, as a set.
+enum : uint8_t { kUint8 = 1, kInt8 = 2 };
+
+struct TargetProfile {
+  std::string_view name;      // --target NAME
+  std::string_view runtime;   // the runtime and version the profile was measured on
+  std::string_view summary;   // one line for 'qconv targets'
+
+  // ---- the format: which groups become QOp and which stay QDQ
+  Limit qop;                   // QOperator ops at all (QLinearConv, QLinearMatMul)
+  Limit qdq;                   // QuantizeLinear/DequantizeLinear pairs
+  bool default_qop = false;    // what --target alone writes: --format qop, else qdq
+  Limit contrib;               // com.microsoft QLinear* ops (with --contrib)
+
+  // ---- granularity each op may have
+  Limit per_axis;              // QuantizeLinear/DequantizeLinear with one scale per channel
+  Limit conv_per_channel;      // QLinearConv with per-channel weight scales
+  Limit matmul_per_column;     // QLinearMatMul with per-column b scales
+
+  // ---- storage
+  int32_t activation_type = 0;  // store 8-bit activations as this onnx::TensorProto type (0: keep)
+  int32_t weight_type = 0;      // the same for weights
+  uint8_t move_on = kUint8 | kInt8;  // data movement (MaxPool, Reshape, ...) runs on these 8-bit types
+  std::string_view move_why;    // what the runtime does on the others
+  Limit nonzero_zero_point;     // a zero point other than 0
+  Limit uint8;                  // uint8 Q/DQ at all
+  Limit int32_dequantize;       // DequantizeLinear of int32 (a bias): else given in float, exactly
+
+  // ---- the rest
+  int64_t opset_min = 1;        // the default-domain opsets it reads
+  int64_t opset_max = 0;        // 0: none known above what qconv writes
+  /// The runtime whose x86 u8 x s8 kernels can saturate on CPUs without VNNI ("onnxruntime"):
+  /// check-saturation's advisory names it; empty: the runtime has none that can, no advisory.
+  std::string_view saturating_kernels;
+};
+
+/// Every target, in the order 'qconv targets' lists them.
+const std::vector<TargetProfile>& targetProfiles();
+/// The target called `name`, or null.
+const TargetProfile* findTarget(std::string_view name);
+/// The profile without --target: every form allowed, the saturation advisory on.
+const TargetProfile& unrestricted();
+
+}  // namespace qconv

@@ -1,0 +1,42 @@
+// The target profiles as data: each names itself once, says why for every limit it sets, and
+// stores 8-bit tensors in types its own limits allow.
+#include <catch2/catch.hpp>
+#include <onnx/onnx_pb.h>
+
+#include <set>
+#include <string>
+
+#include "qconv/targets/target.h"
+
+TEST_CASE("every target has a unique name and a reason for each limit") {
+  std::set<std::string> names;
+  for (const qconv::TargetProfile& t : qconv::targetProfiles()) {
+    CAPTURE(std::string(t.name));
+    REQUIRE(names.insert(std::string(t.name)).second);
+    REQUIRE(qconv::findTarget(t.name) == &t);
+    REQUIRE(!t.runtime.empty());
+    REQUIRE(!t.summary.empty());
+    for (const qconv::Limit* l : {&t.qop, &t.qdq, &t.contrib, &t.per_axis, &t.conv_per_channel, &t.matmul_per_column,
+                                  &t.nonzero_zero_point, &t.uint8, &t.int32_dequantize})
+      REQUIRE((l->allowed || !l->why.empty()));
+    REQUIRE((t.move_on == (qconv::kUint8 | qconv::kInt8) || !t.move_why.empty()));
+    // the default format is one it takes
+    REQUIRE((t.default_qop ? t.qop.allowed : t.qdq.allowed));
+    // the activation type it stores is one it moves data on and takes at all
+    if (t.activation_type == onnx::TensorProto::UINT8) REQUIRE((t.move_on & qconv::kUint8));
+    if (t.activation_type == onnx::TensorProto::INT8) REQUIRE((t.move_on & qconv::kInt8));
+    if (!t.uint8.allowed) REQUIRE((t.activation_type == onnx::TensorProto::INT8 && t.weight_type == onnx::TensorProto::INT8));
+  }
+  REQUIRE(names == std::set<std::string>{"onnxruntime", "tensorrt", "openvino", "iree", "tvm", "aidge"});
+  REQUIRE(qconv::findTarget("nothing") == nullptr);
+}
+
+TEST_CASE("without a target every form is allowed and the saturation advice is onnxruntime's") {
+  const qconv::TargetProfile& none = qconv::unrestricted();
+  for (const qconv::Limit* l : {&none.qop, &none.qdq, &none.contrib, &none.per_axis, &none.conv_per_channel,
+                                &none.matmul_per_column, &none.nonzero_zero_point, &none.uint8, &none.int32_dequantize})
+    REQUIRE(l->allowed);
+  REQUIRE(none.saturating_kernels == "onnxruntime");
+  REQUIRE(none.activation_type == 0);
+  REQUIRE(none.weight_type == 0);
+}
