@@ -36,9 +36,12 @@ int main(int argc, char** argv) {
                       "write what was done as JSON to this file: inputs, outputs, rewritten groups, refusals, "
                       "approximations, stage times, exit code (schema: docs/cli.md)");
   std::string format;
-  convert->add_option("--format", format, "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ")
-      ->required()
+  convert->add_option("--format", format,
+                      "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ (with --target: that runtime's default)")
       ->check(CLI::IsMember({"qop", "qdq"}));
+  convert->add_option("--target", options.target,
+                      "write the form this runtime computes exactly: onnxruntime, tensorrt, openvino, iree, tvm, aidge "
+                      "('qconv targets'; docs/targets.md); a model it cannot run is refused (exit 4)");
   convert->add_option("--passes", options.passes, "run these passes in this order instead (see 'qconv passes')")
       ->delimiter(',');
   convert->add_flag("--dump", options.dump, "print the IR after every pass (stdout)");
@@ -90,6 +93,9 @@ int main(int argc, char** argv) {
                        "also name what a runtime taking int8 at zero point 0 only (TensorRT) refuses");
   bool verify_quiet = false;
   verify_cmd->add_flag("-q,--quiet", verify_quiet, "no summary line on stderr");
+  verify_cmd->add_option("--target", verify.target,
+                         "the runtime the model is for: name what it cannot run (findings), and saturation only "
+                         "where it can happen (onnxruntime); without it, saturation is a warning");
 
   qconv::InspectCommand inspect;
   auto* inspect_cmd = app.add_subcommand("inspect", "say what a model is (dialects, operators, quantized tensors) and "
@@ -99,7 +105,9 @@ int main(int argc, char** argv) {
   std::string inspect_format = "qop";
   inspect_cmd->add_option("--format", inspect_format, "the conversion to dry-run (default qop)")
       ->check(CLI::IsMember({"qop", "qdq"}));
+  inspect_cmd->add_option("--target", inspect.target, "dry-run the conversion for this runtime (see 'qconv targets')");
 
+  auto* targets = app.add_subcommand("targets", "list the runtimes --target writes for, one line each");
   auto* passes = app.add_subcommand("passes", "list the passes and the pipelines of each format");
 
   try {
@@ -127,8 +135,13 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (targets->parsed()) {
+    qconv::printTargets(std::cout);
+    return 0;
+  }
   if (inspect_cmd->parsed()) {
     inspect.format = inspect_format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+    inspect.format_given = inspect_cmd->count("--format") > 0;
     const int code = qconv::inspect(inspect, std::cout, std::cerr);
     std::cout.flush();
     return code;
@@ -149,6 +162,7 @@ int main(int argc, char** argv) {
     return static_cast<int>(qconv::ExitCode::Usage);
   }
   options.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+  options.format_given = !format.empty();
   auto typeOf = [](const std::string& t) { return t.empty() ? 0 : t == "uint8" ? 2 : 3; };  // TensorProto UINT8, INT8
   options.weight_type = typeOf(weight_type);
   options.activation_type = typeOf(activation_type);

@@ -26,8 +26,10 @@ class Findings {
   void add(const std::string& kind, const ir::Node& n, const ir::Value* t, std::string message) {
     add(kind, n.label(), t ? t->name() : std::string(), std::move(message));
   }
-  void add(const std::string& kind, const std::string& node, const std::string& tensor, std::string message) {
-    if (seen_.insert(kind + '\n' + node + '\n' + tensor).second) all_.push_back({kind, node, tensor, std::move(message)});
+  void add(const std::string& kind, const std::string& node, const std::string& tensor, std::string message,
+           bool advisory = false) {
+    if (seen_.insert(kind + '\n' + node + '\n' + tensor).second)
+      all_.push_back({kind, node, tensor, std::move(message), advisory});
   }
   std::vector<Finding> take() { return std::move(all_); }
 
@@ -191,14 +193,20 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   for (const Disagreement& d : disagreements(model.graph, sites))
     out.add("representation", *d.second.node, d.second.tensor, d.message);
 
-  PassOptions saturation;
-  saturation.check_saturation = true;
-  spdlog::logger quiet("verify");  // no sink: the pass's words become findings, not stderr lines
-  PassContext ctx(quiet, saturation, model.path);
+  PassOptions passes;
+  passes.check_saturation = true;
+  passes.target = options.target;
+  spdlog::logger quiet("verify");  // no sink: the passes' words become findings, not stderr lines
+  PassContext ctx(quiet, passes, model.path);
   ctx.setPass("check-saturation");
-  checkSaturation(model, ctx);
+  checkSaturation(model, ctx);  // says nothing for a target without onnxruntime's kernels
   for (const Said& s : ctx.said())
-    if (s.kind == Report::Warning && s.subject != model.path) out.add("saturation", s.subject, "", s.text);
+    if (s.kind == Report::Warning && s.subject != model.path)
+      out.add("saturation", s.subject, "", s.text, /*advisory=*/options.target == nullptr);
+  ctx.setPass("check-target");
+  checkTarget(model, ctx);  // nothing without a target
+  for (const Said& s : ctx.said())
+    if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);
 
   for (const AnnotationProblem& p : annotationProblems(model, sites)) out.add("annotation", p.node, p.tensor, p.message);
   return out.take();

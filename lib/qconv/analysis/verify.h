@@ -12,8 +12,11 @@
 //                       at a zero point other than 0
 //   bias-overflow       a float bias of a quantized Conv/Gemm that does not fit int32 at
 //                       x_scale * w_scale
-//   saturation          weight pairs onnxruntime's x86 u8 x s8 kernel can saturate (check-saturation)
+//   saturation          weight pairs onnxruntime's x86 u8 x s8 kernel can saturate (check-saturation):
+//                       an advisory without a target, a finding for --target onnxruntime, and not
+//                       said for a target whose runtime has no such kernel
 //   asymmetric          with `symmetric`: an int8 zero point other than 0, or a uint8 tensor
+//   target              with a target: a node that runtime cannot run (check-target's reason)
 //   annotation          a quantization_annotation that names no tensor, lacks SCALE_TENSOR, names
 //                       a parameter tensor that does not exist, or disagrees with the graph
 //
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "qconv/ir/ir.h"
+#include "qconv/targets/target.h"
 
 namespace qconv::analysis {
 
@@ -34,10 +38,12 @@ struct Finding {
   std::string node;    // the node's label
   std::string tensor;  // the tensor it is about
   std::string message;
+  bool advisory = false;  // said, but not a finding: it does not change verify's exit code
 };
 
 struct VerifyOptions {
   bool symmetric = false;  // also name what a runtime taking int8 at zero point 0 only refuses
+  const TargetProfile* target = nullptr;  // the runtime the model is for (null: advisories for all)
 };
 
 std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options);

@@ -112,7 +112,7 @@ void assignNames(ir::Model& model) {
 
 }  // namespace
 
-onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
+onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed, ValueTypes* untyped) {
   assignNames(model);
   ir::Graph& graph = model.graph;
   onnx::ModelProto out = std::move(model.shell);
@@ -168,6 +168,10 @@ onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed) {
   for (ir::Value* v : graph.outputs()) addInfo(g->mutable_output(), v);
   for (ir::Value* v : graph.valueInfoOrder())
     if (!graph.isDropped(v) && v->info()) addInfo(g->mutable_value_info(), v);
+  if (untyped)
+    for (const auto& n : graph.nodes())
+      for (ir::Value* v : n->outputs())
+        if (v && !graph.listedAs(v) && !v->isGraphOutput()) untyped->emplace_back(v->name(), v->elemType());
 
   // Quantization annotations of tensors that no longer exist would be stale.
   if (g->quantization_annotation_size() > 0) {

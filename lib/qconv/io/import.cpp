@@ -251,16 +251,13 @@ ir::Model importModel(InputModel input, const std::string& path) {
     graph.setInfo(it->second, std::move(info), false);
   }
 
-  // value_info for known values moves onto them; entries naming nothing stay in the shell.
+  // value_info for known values moves onto them; an entry naming no value of the graph (a
+  // producer's leftover) or one already named is dropped: no output describes a tensor it lacks.
   auto* vi = g->mutable_value_info();
   std::vector<std::unique_ptr<onnx::ValueInfoProto>> infos = extractAll(vi);
   for (auto& info : infos) {
     auto it = byName.find(info->name());
-    if (it == byName.end() || it->second->info()) {
-      vi->AddAllocated(info.release());
-      continue;
-    }
-    graph.setInfo(it->second, std::move(info), true);
+    if (it != byName.end() && !it->second->info()) graph.setInfo(it->second, std::move(info), true);
   }
   return model;
 }

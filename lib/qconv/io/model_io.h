@@ -50,8 +50,11 @@ inline ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
 /// emit: IR -> ModelProto. Consumes the model's tensors and protos. Names generated values,
 /// sets opset_import and ir_version to what the emitted ops need. A file-backed initializer
 /// stays so, listed in `file_backed`, when it is given; otherwise its bytes are read into the
-/// model (an I/O failure throws Error(BadInput)).
-onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed = nullptr);
+/// model (an I/O failure throws Error(BadInput)). `untyped`, when given, gets the name and the
+/// element type qconv knows of each node output the model declares nothing of (qconv::
+/// declareValueTypes declares them).
+using ValueTypes = std::vector<std::pair<std::string, int32_t>>;
+onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed = nullptr, ValueTypes* untyped = nullptr);
 
 /// Whether checkModel runs the ONNX checker on `model`: Debian's libonnx 1.12 knows IR versions
 /// up to 8, and external data is checked by io::ExternalFiles, more strictly than it would. A

@@ -105,12 +105,10 @@ Description describe(const ir::Model& model) {
 
 /// The dry run: the pipeline of `format` over `model`, then its emit and check stages in memory,
 /// what it said in `report`: convert's verdict, short of writing.
-void dryRun(ir::Model& model, Format format, ItemReport& report) {
-  ConvertOptions options;
-  options.format = format;
+void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report) {
   spdlog::logger quiet("inspect");  // no sink: what the passes say goes to the report only
   PassContext ctx(quiet, passOptionsOf(options), model.path);
-  PassManager pm(pipelineFor(format));
+  PassManager pm(pipelineFor(options.format));
   try {
     pm.run(model, ctx, nullptr);
     io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
@@ -158,6 +156,7 @@ Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run
   convert.erase("output");
   convert.erase("data_file");
   convert["format"] = c.format == Format::Qop ? "qop" : "qdq";
+  convert["target"] = c.target.empty() ? Json() : Json(c.target);
   j["convert"] = std::move(convert);
   Json saturation = Json::array();
   for (const Said* s : saturationRisks(c.model, run)) saturation.push_back({{"node", s->subject}, {"message", s->text}});
@@ -185,7 +184,7 @@ void printText(std::ostream& out, const InspectCommand& c, const Description& d,
     else fmt::print(out, "  {}: {}, {}, scale {:.6g} to {:.6g}, zero points {}\n", t.tensor, t.type, t.granularity, t.scale_min, t.scale_max, zps);
   }
   const char* format = c.format == Format::Qop ? "qop" : "qdq";
-  fmt::print(out, "convert --format {}: {}\n", format,
+  fmt::print(out, "convert --format {}{}: {}\n", format, c.target.empty() ? "" : " --target " + c.target,
              run.exit_code ? fmt::format("would fail with exit {}: {}", run.exit_code, run.error) : "would succeed");
   for (const Rewritten& g : run.rewritten) {
     std::string became;
@@ -209,20 +208,27 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
   StderrLines lines(err);
   const auto log = stderrLogger(lines, 1);
   try {
+    ConvertOptions options;  // the conversion to dry-run: --format, or the target's
+    options.format = command.format;
+    options.format_given = command.format_given || command.target.empty();
+    options.target = command.target;
+    options = withTarget(options);
+    InspectCommand resolved = command;
+    resolved.format = options.format;
     ir::Model model = io::importModel(io::openModel(command.model), command.model);
     const Description d = describe(model);
     ItemReport run;
     run.input = command.model;
-    dryRun(model, command.format, run);
+    dryRun(model, options, run);
     // what convert calls unreadable or invalid is inspect's failure too (exit 3), not a description
     if (run.exit_code == static_cast<int>(ExitCode::BadInput) || run.exit_code == static_cast<int>(ExitCode::Internal) ||
         run.exit_code == static_cast<int>(ExitCode::OutOfMemory))
       throw Error(static_cast<ExitCode>(run.exit_code), run.error);
     if (command.json) {
-      out << jsonText(toJson(command, d, run));  // JSON escapes what a terminal would act on
+      out << jsonText(toJson(resolved, d, run));  // JSON escapes what a terminal would act on
     } else {
       std::ostringstream text;
-      printText(text, command, d, run);
+      printText(text, resolved, d, run);
       std::istringstream lines_in(text.str());
       for (std::string line; std::getline(lines_in, line);) out << printable(line, size_t{1} << 20) << '\n';
     }

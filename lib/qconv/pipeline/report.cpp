@@ -72,6 +72,7 @@ std::string reportJson(const RunReport& report) {
   j["qconv_report"] = 1;  // the schema's version: a key changes meaning only with it
   j["command"] = "convert";
   j["format"] = report.format;
+  j["target"] = report.target.empty() ? nlohmann::json() : nlohmann::json(report.target);
   j["exit_code"] = report.exit_code;
   j["ms"] = report.milliseconds;
   Json items = Json::array();

@@ -27,6 +27,7 @@ struct ItemReport {
 
 struct RunReport {
   std::string format;  // "qop" or "qdq"
+  std::string target;  // --target, or empty
   int exit_code = 0;
   double milliseconds = 0;  // the whole run
   std::vector<ItemReport> items;

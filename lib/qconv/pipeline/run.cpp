@@ -11,8 +11,10 @@
 
 #include "qconv/analysis/annotation.h"
 #include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
+#include "qconv/pipeline/declare_types.h"
 #include "qconv/pipeline/item.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/write_plan.h"
@@ -77,7 +79,38 @@ void checkFlags(const ConvertOptions& options) {
 
 PassOptions passOptionsOf(const ConvertOptions& options) {
   return PassOptions{options.raise_weight_scale, options.approximate, options.weight_type, options.activation_type,
-                     options.check_saturation, options.opset, options.contrib, options.format == Format::Qop};
+                     options.check_saturation, options.opset, options.contrib, options.format == Format::Qop,
+                     options.target.empty() ? nullptr : findTarget(options.target)};
+}
+
+ConvertOptions withTarget(ConvertOptions options) {
+  if (options.target.empty()) {
+    if (!options.format_given) throw Error(ExitCode::Usage, "give --format qop|qdq, or --target RUNTIME ('qconv targets' lists them)");
+    return options;
+  }
+  const TargetProfile* t = findTarget(options.target);
+  if (!t) {
+    std::string names;
+    for (const auto& p : targetProfiles()) names += (names.empty() ? "" : ", ") + std::string(p.name);
+    throw Error(ExitCode::Usage, fmt::format("--target {}: no such target; qconv knows {}", options.target, names));
+  }
+  if (!options.format_given) options.format = t->default_qop ? Format::Qop : Format::Qdq;
+  const Limit& format = options.format == Format::Qop ? t->qop : t->qdq;
+  if (!format.allowed)
+    throw Error(ExitCode::Usage, fmt::format("--format {} contradicts --target {}: {}",
+                                             options.format == Format::Qop ? "qop" : "qdq", t->name, format.why));
+  if (options.contrib && !t->contrib.allowed)
+    throw Error(ExitCode::Usage, fmt::format("--contrib contradicts --target {}: {}", t->name, t->contrib.why));
+  auto storage = [&](int32_t& flag, int32_t wanted, const char* name) {
+    if (!wanted) return;
+    if (flag && flag != wanted)
+      throw Error(ExitCode::Usage, fmt::format("{} {} contradicts --target {}, which stores them as {}", name,
+                                               ir::typeName(flag), t->name, ir::typeName(wanted)));
+    flag = wanted;
+  };
+  storage(options.weight_type, t->weight_type, "--weight-type");
+  storage(options.activation_type, t->activation_type, "--activation-type");
+  return options;
 }
 
 void keepWhatWasSaid(const PassContext& ctx, ItemReport& report) {
@@ -156,7 +189,9 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     const bool annotated = model.shell.graph().quantization_annotation_size() > 0;
     std::vector<analysis::TensorQuant> quantized;
     if (options.annotate || annotated) quantized = analysis::quantizedTensors(model.graph);
-    onnx::ModelProto m = io::exportModel(model, &fileBacked);
+    io::ValueTypes untyped;
+    onnx::ModelProto m = io::exportModel(model, &fileBacked, &untyped);
+    declareValueTypes(m, untyped, item.schemas);
     if (options.annotate) analysis::writeAnnotations(m, quantized);
     else if (annotated) analysis::refreshAnnotations(m, quantized);
     if (!ctx.approximations().empty()) {
@@ -216,11 +251,19 @@ std::pair<int, std::string> failureOf(const std::string& input) {
   }
 }
 
-int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
+int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
   const auto started = std::chrono::steady_clock::now();
   StderrLines lines(err);
+  ConvertOptions options;
+  try {
+    options = withTarget(given);
+  } catch (const Error& e) {  // a usage error: nothing read or written
+    stderrLogger(lines, given.verbosity)->error("{}", e.what());
+    return static_cast<int>(e.code());
+  }
   RunReport report;
   report.format = options.format == Format::Qop ? "qop" : "qdq";
+  report.target = options.target;
   int code = 0;
   if (!options.out_dir.empty() || !options.inputs.empty()) {
     code = runBatch(options, out, lines, report);
@@ -249,6 +292,15 @@ int run(const ConvertOptions& options, std::ostream& out, std::ostream& err) {
     return std::max(code, static_cast<int>(e.code()));
   }
   return code;
+}
+
+}  // namespace qconv
+
+namespace qconv {
+
+void printTargets(std::ostream& out) {
+  for (const TargetProfile& t : targetProfiles())
+    fmt::print(out, "{:<12} --format {:<3} {} [{}]\n", t.name, t.default_qop ? "qop" : "qdq", t.summary, t.runtime);
 }
 
 }  // namespace qconv

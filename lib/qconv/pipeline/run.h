@@ -19,6 +19,9 @@ struct ConvertOptions {
   int jobs = 1;                     // conversions at once in a batch (-j)
   std::string report;               // --report FILE.json: what was done (docs/cli.md), also on failure
   Format format = Format::Qop;
+  bool format_given = true;         // --format was given; else the target's default (run() resolves it)
+  /// --target NAME: write the form that runtime computes exactly (targets/target.h); empty: none.
+  std::string target;
   /// Pass names to run instead of the format's pipeline (--passes=a,b).
   std::vector<std::string> passes;
   bool dump = false;                // print the IR after every pass on `out`
@@ -36,6 +39,11 @@ struct ConvertOptions {
   int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
 };
 
+/// `options` with --target applied: the target's format where --format was not given, its
+/// storage types where --weight-type/--activation-type were not. Throws Error(Usage) for an
+/// unknown target, no format, or a flag the target contradicts.
+ConvertOptions withTarget(ConvertOptions options);
+
 /// The passes a format runs, in order.
 std::vector<std::string> pipelineFor(Format format);
 
@@ -50,6 +58,7 @@ struct VerifyCommand {
   std::string model;
   bool json = false;       // the findings as one JSON object on `out` (schema: docs/cli.md)
   bool symmetric = false;  // also what a runtime taking int8 at zero point 0 only refuses
+  std::string target;      // --target: what that runtime cannot run; saturation only where it can happen
   int verbosity = 1;
 };
 
@@ -62,7 +71,12 @@ struct InspectCommand {
   std::string model;
   bool json = false;
   Format format = Format::Qop;  // the conversion to dry-run
+  bool format_given = false;    // else the target's default format (qop without a target)
+  std::string target;           // --target: dry-run the conversion for this runtime
 };
+
+/// 'qconv targets': one line per target (name, format, what it writes, the runtime measured).
+void printTargets(std::ostream& out);
 
 /// The description on `out` (text or JSON: docs/cli.md); writes no file. Returns 0, or 3 when
 /// the model cannot be read.

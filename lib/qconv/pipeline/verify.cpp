@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -28,7 +29,10 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   std::string error;
   try {
     ir::Model model = io::importModel(io::openModel(command.model), command.model);
-    findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric});
+    const TargetProfile* target = nullptr;
+    if (!command.target.empty() && !(target = findTarget(command.target)))
+      throw Error(ExitCode::Usage, fmt::format("--target {}: no such target ('qconv targets' lists them)", command.target));
+    findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric, target});
     spdlog::logger quiet("verify");  // no sink: validate refuses by throwing, and says nothing else
     PassContext ctx(quiet, PassOptions{}, command.model);
     const PassInfo* validate = findPass("validate");
@@ -45,23 +49,28 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     code = failed;
     error = printable(what);
   }
-  if (!code) code = static_cast<int>(findings.empty() ? ExitCode::Ok : ExitCode::Findings);
+  const auto real = std::count_if(findings.begin(), findings.end(), [](const auto& f) { return !f.advisory; });
+  if (!code) code = static_cast<int>(real == 0 ? ExitCode::Ok : ExitCode::Findings);
   if (command.json) {  // one object, also when the model cannot be read
     nlohmann::ordered_json j;
     j["qconv_verify"] = 1;
     j["model"] = command.model;
+    j["target"] = command.target.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(command.target);
     j["exit_code"] = code;
     j["error"] = error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error);
     j["findings"] = nlohmann::ordered_json::array();
     for (const auto& f : findings)
-      j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message}});
+      j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message},
+                               {"severity", f.advisory ? "advisory" : "finding"}});
     out << jsonText(j);
   } else {
-    for (const auto& f : findings) fmt::print(out, "{}\n", printable(fmt::format("{}: {}: {}: {}", command.model, f.node, f.kind, f.message)));
+    for (const auto& f : findings)
+      fmt::print(out, "{}\n", printable(fmt::format("{}: {}: {}{}: {}", command.model, f.node, f.kind,
+                                                    f.advisory ? " (advisory)" : "", f.message)));
   }
   if (!error.empty()) return code;
   std::map<std::string, int> kinds;
-  for (const auto& f : findings) ++kinds[f.kind];
+  for (const auto& f : findings) ++kinds[f.advisory ? f.kind + " (advisory)" : f.kind];
   std::string summary;
   for (const auto& [k, n] : kinds) summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, k);
   log->info("{}: {}", command.model, findings.empty() ? "no findings" : fmt::format("{} finding(s): {}", findings.size(), summary));
