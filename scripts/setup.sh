@@ -9,7 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 debs=(g++ cmake ninja-build pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev
-      libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 python3 python3-venv time strace clang libclang-rt-14-dev)
+      libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 python3 python3-venv time strace clang libclang-rt-14-dev
+      qemu-user)  # qemu-user: an emulated x86 CPU without VNNI for the saturation tests (test_targets.py)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

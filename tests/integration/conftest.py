@@ -20,6 +20,7 @@ import reference  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FUSION_ROWS: list[tuple] = []
 SATURATION_ROWS: list[tuple] = []
+TARGET_ROWS: list[tuple] = []  # test_targets.py: (target, format, model, outcome)
 QOP_ROWS: list[tuple] = []  # test_qop_to_qdq.py: (model, 8-bit elements compared, of them differing)
 
 
@@ -262,6 +263,10 @@ def pytest_terminal_summary(terminalreporter):
         tr.write_line(f"{'model':<42} {'u8s8 ops':>8} {'warned':>7} {'differ':>7} {'false alarms':>13} {'missed':>7}")
         for row in SATURATION_ROWS:
             tr.write_line(f"{row[0]:<42} {row[1]:>8} {row[2]:>7} {row[3]:>7} {row[4]:>13} {row[5]:>7}")
+    if TARGET_ROWS:
+        tr.write_sep("-", "--target: each output run in its runtime, judged by the reference on the input (test_targets.py)")
+        for row in sorted(TARGET_ROWS):
+            tr.write_line(f"{row[0]:<12} {row[1]:<18} {row[2]:<34} {row[3]}")
     if QOP_ROWS:
         tr.write_sep("-", "QOp -> QDQ: every 8-bit tensor both models compute, under the reference (test_qop_to_qdq.py)")
         tr.write_line(f"{'model':<48} {'elements':>9} {'differ (near ties)':>19}")

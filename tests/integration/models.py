@@ -117,6 +117,18 @@ def mlp() -> onnx.ModelProto:
     return b.model("mlp", "input", [4, 64], x, [4, 10])
 
 
+def cnn() -> onnx.ModelProto:
+    """The CNN of the --target tests (issue 27): Conv, Relu, MaxPool, GlobalAveragePool, Gemm."""
+    b = _Builder(21)
+    x = b.conv("input", 3, 8)
+    x = b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.conv(x, 8, 16, stride=2)
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    x = b.op("Gemm", [x, b.init("wg", b.rng.normal(0, 0.3, (10, 16))), b.init("bg", b.rng.normal(0, 0.1, (10,)))],
+             transB=1)
+    return b.model("cnn", "input", [1, 3, 16, 16], x, [1, 10])
+
+
 FLOAT_MODELS = {
     "small_cnn": small_cnn,
     "resnet_style": resnet_style,

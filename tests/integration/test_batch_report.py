@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
 NNCF = os.path.join(ROOT, "test_data", "nncf", "two_conv_fq.onnx")
 
-REPORT_KEYS = ["qconv_report", "command", "format", "exit_code", "ms", "items"]
+REPORT_KEYS = ["qconv_report", "command", "format", "target", "exit_code", "ms", "items"]
 ITEM_KEYS = ["input", "output", "data_file", "exit_code", "error", "rewritten", "refusals", "approximations",
              "warnings", "notes", "counts", "stages"]
 

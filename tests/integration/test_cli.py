@@ -109,11 +109,11 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
     assert headers == ["; IR after parse", "; IR after validate", "; IR after fold-constants", "; IR after lower-contrib-qdq",
                        "; IR after lower-vitis-qdq", "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize",
                        "; IR after fold-producers", "; IR after lower-primitive-qdq",
-                       "; IR after lower-integer-ops", "; IR after lift-float-form", "; IR after pair-qdq", "; IR after move-on-int8", "; IR after gemm-as-conv",
+                       "; IR after lower-integer-ops", "; IR after lift-float-form", "; IR after pair-qdq", "; IR after requantize-per-tensor", "; IR after move-on-int8", "; IR after gemm-as-conv",
                        "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fuse-contrib",
                        "; IR after name-leftovers",
-                       "; IR after shift-types", "; IR after check-zero-points", "; IR after check-saturation",
-                       "; IR after redeclare-opset",
+                       "; IR after shift-types", "; IR after fold-int32-dequantize", "; IR after check-zero-points",
+                       "; IR after check-saturation", "; IR after redeclare-opset", "; IR after check-target",
                        "; IR after refuse-foreign-ops"]
     assert "= QLinearConv(" in r.stdout
 
@@ -132,8 +132,9 @@ def test_passes_lists_the_registry():
     assert r.returncode == 0
     assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: validate,fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,"
                                                      "lower-fake-quantize,unfuse-qop,unfuse-integer-ops,fold-producers,lower-primitive-qdq,"
-                                                     "lower-integer-ops,lift-float-form,pair-qdq,shift-types,check-zero-points,check-saturation,"
-                                                     "redeclare-opset,refuse-foreign-ops") in r.stdout
+                                                     "lower-integer-ops,lift-float-form,pair-qdq,requantize-per-tensor,shift-types,"
+                                                     "fold-int32-dequantize,check-zero-points,check-saturation,"
+                                                     "redeclare-opset,check-target,refuse-foreign-ops") in r.stdout
     # every stage shows, the hidden ones included
     for stage in ("validate", "redeclare-opset", "refuse-foreign-ops"):
         assert any(line.split()[0] == stage for line in r.stdout.splitlines() if line.strip())

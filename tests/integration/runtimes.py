@@ -1,0 +1,151 @@
+"""The runtimes qconv's --target writes for, run for real (never mocked), as the pinned PyPI
+packages of tests/requirements.txt ship them. Each run(path, xs) returns the model's first output
+for each input, or raises Refused with what the runtime said when it does not load, import,
+compile or run the model. How each is driven is ../shared/notes/runtimes.md's recipe; the versions
+are in VERSIONS, and docs/targets.md's matrix was measured with them (test_targets.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+
+
+class Refused(Exception):
+    """The runtime did not run the model: the message is what it said, cut to one line."""
+
+
+def _line(e: BaseException | str) -> str:
+    text = " ".join(str(e).split())
+    return text[:300]
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import version
+    return version(dist)
+
+
+def run_onnxruntime(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime as ort
+    try:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        name = s.get_inputs()[0].name
+        return [s.run(None, {name: x})[0] for x in xs]
+    except Exception as e:  # noqa: BLE001: every failure is the runtime's answer
+        raise Refused(_line(e)) from None
+
+
+def run_openvino(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+    import openvino as ov
+    try:
+        core = ov.Core()
+        # works around a code-generation failure of some MLPs ("Can't allocate registers for a
+        # snippet"), which hits the QDQ input too (runtimes.md)
+        compiled = core.compile_model(core.read_model(path), "CPU", {"SNIPPETS_MODE": "DISABLE"})
+        return [np.asarray(compiled([x])[compiled.output(0)]) for x in xs]
+    except Exception as e:  # noqa: BLE001
+        raise Refused(_line(e)) from None
+
+
+def run_tvm(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+    try:
+        mod = from_onnx(onnx.load(path))
+        mod = relax.transform.DecomposeOpsForInference()(mod)
+        mod = relax.transform.LegalizeOps()(mod)
+        ex = relax.build(mod, target="llvm")
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        out = []
+        for x in xs:
+            r = vm["main"](tvm.runtime.tensor(x) if hasattr(tvm.runtime, "tensor") else tvm.nd.array(x))
+            r = r[0] if isinstance(r, (list, tuple)) or type(r).__name__ == "Array" else r
+            out.append(r.numpy())
+        return out
+    except Exception as e:  # noqa: BLE001
+        raise Refused(_line(e)) from None
+
+
+def _iree_tool(name: str) -> str:
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def run_iree(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+    import iree.runtime as rt
+    with tempfile.TemporaryDirectory() as work:
+        mlir, vmfb = os.path.join(work, "m.mlir"), os.path.join(work, "m.vmfb")
+        for cmd in ([_iree_tool("iree-import-onnx"), path, "-o", mlir],
+                    [_iree_tool("iree-compile"), mlir, "--iree-hal-target-backends=llvm-cpu",
+                     "--iree-llvmcpu-target-cpu=generic", "-o", vmfb]):
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if p.returncode != 0:
+                said = [ln for ln in (p.stderr + p.stdout).splitlines() if "error" in ln.lower()] or [p.stderr]
+                raise Refused(f"{os.path.basename(cmd[0])}: " + _line(said[0]))
+        try:
+            config = rt.Config("local-task")
+            ctx = rt.SystemContext(config=config)
+            vm = rt.VmModule.mmap(config.vm_instance, vmfb)
+            ctx.add_vm_module(vm)
+            entry = next(n for n in vm.function_names if not n.endswith("$async") and not n.startswith("__"))
+            fn = ctx.modules[vm.name][entry]
+            return [np.asarray(fn(x).to_host()) for x in xs]
+        except Exception as e:  # noqa: BLE001
+            raise Refused(_line(e)) from None
+
+
+def run_aidge(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+    import aidge_backend_cpu  # noqa: F401: registers the cpu kernels
+    import aidge_core
+    import aidge_onnx
+    aidge_core.Log.set_console_level(aidge_core.Level.Fatal)
+    out = []
+    try:
+        for x in xs:  # the recipe of runtimes.md: a Producer feeds the first input
+            g = aidge_onnx.load_onnx(path)
+            generic = sorted({f"{n.name()} ({n.type()})" for n in g.get_nodes()
+                              if isinstance(n.get_operator(), aidge_core.GenericOperatorOp)})
+            if generic:
+                raise Refused("imported as GenericOperator: " + ", ".join(generic))
+            node, slot = g.get_ordered_inputs()[0]
+            feed = aidge_core.Producer(aidge_core.Tensor(x), "feed")
+            feed.add_child(node, 0, slot)
+            g.add(feed)
+            g.set_backend("cpu")
+            g.forward_dtype()
+            g.forward_dims()
+            aidge_core.SequentialScheduler(g).forward(False)
+            node, slot = g.get_ordered_outputs()[0]
+            t = node.get_operator().get_output(slot)
+            out.append(np.array(t).copy().reshape(t.dims))
+        return out
+    except Refused:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise Refused(_line(e)) from None
+
+
+RUNNERS = {
+    "onnxruntime": run_onnxruntime,
+    "openvino": run_openvino,
+    "iree": run_iree,
+    "tvm": run_tvm,
+    "aidge": run_aidge,
+}
+
+DISTRIBUTIONS = {
+    "onnxruntime": ["onnxruntime"],
+    "openvino": ["openvino"],
+    "iree": ["iree-base-compiler", "iree-base-runtime"],
+    "tvm": ["apache-tvm"],
+    "aidge": ["aidge-core", "aidge-onnx", "aidge-backend-cpu"],
+}
+
+
+def versions(runtime: str) -> str:
+    return ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS[runtime])
