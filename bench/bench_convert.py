@@ -6,7 +6,8 @@ Each is timed as a whole process (median of --runs, the tools taking turns), wri
 output and replacing one, with its peak RSS from GNU time. --scaling adds the same graph at
 four sizes from 10 MB to 2.3 GB (inline and external data), against the floor.
 
-    .venv/bin/python bench/bench_convert.py [--runs 21] [--scaling] [--qop-to-qdq] [--work DIR] [--markdown FILE]
+    .venv/bin/python bench/bench_convert.py [--runs 21] [--scaling] [--qop-to-qdq] [--targets [--baseline BIN]]
+                                            [--work DIR] [--markdown FILE]
 
 Not a test: nothing here asserts a time.
 """
@@ -324,6 +325,44 @@ def resnet50_qop_to_qdq(tools: Tools, runs: int) -> list[str]:
     ] + table(res)
 
 
+# --targets: each target on the ResNet-50-shape model (uint8 asymmetric activations, per-channel
+# weights); aidge needs --approximate for its per-channel weights, tensorrt refuses the asymmetric
+# activations (exit 4), so it is timed on the symmetric form of the model instead.
+TARGET_FLAGS = {"onnxruntime": [], "openvino": [], "iree": [], "tvm": [], "aidge": ["--approximate"], "tensorrt": []}
+
+
+def targets(tools: Tools, runs: int, baseline: str | None) -> list[str]:
+    """Every --target beside today's --format qop and qdq (and, with `baseline`, the same two runs
+    of another qconv binary: the one before --target), the floor in the same run."""
+    src = os.path.join(tools.work, "resnet50_qdq.onnx")
+    if not os.path.exists(src):
+        save_model(src, None, external=False)
+    sym = os.path.join(tools.work, "resnet50_qdq_symmetric.onnx")
+    m = onnx.load(src)  # activations at zero point 128 as int8 at 0: what TensorRT takes
+    for t in m.graph.initializer:
+        if t.data_type == TensorProto.UINT8 and not t.dims:
+            t.CopyFrom(numpy_helper.from_array(np.array(128, np.uint8), t.name))
+    onnx.save(m, sym)
+    out = lambda k: os.path.join(tools.work, f"{k}.onnx")  # noqa: E731
+    rows = [("floor", [tools.floor, src, out("floor")], out("floor"))]
+    for fmt in ("qop", "qdq"):
+        rows.append((f"qconv --format {fmt}", [tools.qconv, "convert", src, out(fmt), "--format", fmt, "-q"], out(fmt)))
+        if baseline:
+            rows.append((f"baseline --format {fmt}", [baseline, "convert", src, out("b" + fmt), "--format", fmt, "-q"],
+                         out("b" + fmt)))
+    for t, flags in TARGET_FLAGS.items():
+        rows.append((f"qconv --target {t}", [tools.qconv, "convert", sym if t == "tensorrt" else src, out(t),
+                                             "--target", t, "-q", *flags], out(t)))
+    res = measure(rows, runs, tools.work, fresh=True)
+    f = res["floor"][0]
+    lines = [f"Model: ResNet-50-shape QDQ ({os.path.getsize(src) / 2**20:.1f} MiB); new output each run, median of "
+             f"{runs}; tensorrt on its symmetric form{'; baseline: ' + baseline if baseline else ''}", "",
+             "| run | ms | / floor | peak RSS (MiB) |", "|---|---:|---:|---:|"]
+    for name, (t, rss) in res.items():
+        lines.append(f"| {name} | {t * 1000:.0f} | {t / f:.2f} | {rss:.0f} |")
+    return lines
+
+
 SCALING = [("inline", 10e6), ("inline", 100e6), ("inline", 1e9),
            ("external data", 10e6), ("external data", 100e6), ("external data", 1e9), ("external data", 2.3e9)]
 
@@ -362,6 +401,8 @@ def main() -> None:
                     "(needs about 7 GB of disk in --work and a few minutes)")
     ap.add_argument("--qop-to-qdq", action="store_true", help="also the model's QOp form -> QDQ (issue 14)")
     ap.add_argument("--contrib", action="store_true", help="qconv --format qop with --contrib (com.microsoft ops too)")
+    ap.add_argument("--targets", action="store_true", help="also every --target beside today's formats")
+    ap.add_argument("--baseline", help="with --targets: another qconv binary timed beside (the one before --target)")
     ap.add_argument("--work", help="folder for the models (default: a temporary folder)")
     ap.add_argument("--markdown", help="also write the results to this file")
     args = ap.parse_args()
@@ -375,6 +416,10 @@ def main() -> None:
             more = resnet50_qop_to_qdq(tools, args.runs)
             print("\n" + "\n".join(more), flush=True)
             lines += ["", "QOp -> QDQ:", ""] + more
+        if args.targets:
+            more = targets(tools, args.runs, args.baseline)
+            print("\n" + "\n".join(more), flush=True)
+            lines += ["", "--target:", ""] + more
         if args.scaling:
             print()
             lines += ["", "Scaling:", ""] + scaling(tools, args.runs)

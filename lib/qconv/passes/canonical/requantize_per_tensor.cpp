@@ -46,30 +46,35 @@ struct Requantized {
   double worst_steps;
 };
 
-/// The channel of flat element i: dims, axis resolved.
-struct ChannelOf {
-  int64_t inner = 1, channels = 1;
-  ChannelOf(const std::vector<int64_t>& dims, int64_t axis) {
-    channels = dims[static_cast<size_t>(axis)];
-    for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
-  }
-  size_t operator()(size_t i) const { return static_cast<size_t>((static_cast<int64_t>(i) / inner) % channels); }
-};
+/// Calls f(i, c) for each flat element i of a tensor of `dims` with its channel c along `axis`,
+/// in order, with no division per element.
+template <typename F>
+void forEachElement(const std::vector<int64_t>& dims, int64_t axis, F f) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= dims[static_cast<size_t>(d)];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
+  const int64_t channels = dims[static_cast<size_t>(axis)];
+  size_t i = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t k = 0; k < inner; ++k) f(i++, static_cast<size_t>(c));
+}
 
 Requantized requantize(const PerChannel& g) {
   const int64_t rank = static_cast<int64_t>(g.dims.size());
-  const ChannelOf channel(g.dims, g.params.axis < 0 ? g.params.axis + rank : g.params.axis);
-  std::vector<float> v(g.q.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const size_t c = channel(i);
-    v[i] = static_cast<float>(g.q[i] - g.params.zero_point[c]) * g.params.scale[c];  // DequantizeLinear, in float
-  }
+  const int64_t axis = g.params.axis < 0 ? g.params.axis + rank : g.params.axis;
+  auto value = [&](size_t i, size_t c) {  // DequantizeLinear, in float
+    return static_cast<float>(g.q[i] - g.params.zero_point[c]) * g.params.scale[c];
+  };
   const int32_t type = g.params.elem_type;
   auto [qmin, qmax] = ir::intRange(type);
   if (type == onnx::TensorProto::INT32) qmin = -(qmax = int64_t{1} << 24);  // exact in float
   const bool symmetric = std::all_of(g.params.zero_point.begin(), g.params.zero_point.end(), [](int64_t z) { return z == 0; });
   float lo = 0, hi = 0;
-  for (float x : v) lo = std::min(lo, x), hi = std::max(hi, x);
+  forEachElement(g.dims, axis, [&](size_t i, size_t c) {
+    const float v = value(i, c);
+    lo = std::min(lo, v), hi = std::max(hi, v);
+  });
   Requantized r{};
   if (symmetric) {
     const float top = type == onnx::TensorProto::UINT8 ? static_cast<float>(qmax) : static_cast<float>(std::min(qmax, -qmin));
@@ -81,12 +86,15 @@ Requantized requantize(const PerChannel& g) {
                                        qmin, qmax);
   }
   if (!(r.scale > 0) || !std::isfinite(r.scale)) r.scale = 1;  // all zeros
-  r.q.resize(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    r.q[i] = std::clamp(quantizeOne(v[i], r.scale, r.zero_point, type), qmin, qmax);
-    const float back = static_cast<float>(r.q[i] - r.zero_point) * r.scale;
-    r.worst_steps = std::max(r.worst_steps, std::abs(static_cast<double>(back) - v[i]) / g.params.scale[channel(i)]);
-  }
+  r.q.resize(g.q.size());
+  std::vector<float> worst(g.params.size(), 0.0f);  // per channel, in its units: divided once at the end
+  forEachElement(g.dims, axis, [&](size_t i, size_t c) {
+    const float v = value(i, c);
+    r.q[i] = std::clamp(quantizeOne(v, r.scale, r.zero_point, type), qmin, qmax);
+    worst[c] = std::max(worst[c], std::abs(static_cast<float>(r.q[i] - r.zero_point) * r.scale - v));
+  });
+  for (size_t c = 0; c < worst.size(); ++c)
+    r.worst_steps = std::max(r.worst_steps, static_cast<double>(worst[c]) / g.params.scale[c]);
   return r;
 }
 
