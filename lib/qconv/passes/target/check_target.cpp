@@ -19,12 +19,14 @@
 //                          not constant;
 //   6. uint8:              it is a QuantizeLinear/DequantizeLinear of a uint8 tensor;
 //      int32_dequantize:   of an int32 tensor (fold-int32-dequantize folds the constant ones);
-//   7. move_on:            it is any other default-domain op whose input 0 is an 8-bit tensor of a
-//                          type the target moves no data on (MaxPool on uint8 for IREE).
+//   7. move_on:            it is a data-movement op (common/quant_slots.h: MaxPool, Reshape, ...)
+//                          whose input 0 is an 8-bit tensor of a type the target moves no data
+//                          on (MaxPool on uint8 for IREE).
 // Without --target nothing is checked.
 #include <fmt/format.h>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/common/quant_slots.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
@@ -35,6 +37,9 @@ namespace {
 bool isQOperator(const ir::Node& n) {
   return n.is("QLinearConv") || n.is("QLinearMatMul") || n.is("ConvInteger") || n.is("MatMulInteger");
 }
+
+/// A value's element type: its initializer's, or what the IR knows.
+int32_t typeOf(const ir::Value* v) { return v->initializer() ? v->initializer()->data_type() : v->elemType(); }
 
 /// More than one value in a constant (a per-axis scale); a non-constant counts as one.
 bool severalValues(const ir::Value* v) {
@@ -84,14 +89,16 @@ struct CheckTarget {
       std::string what;
       if (!t.nonzero_zero_point.allowed && !zeroPointIsZero(n.input(2), &what)) return no(t.nonzero_zero_point, what);  // (5)
       const ir::Value* q = isQuantize(n) ? n.output(0) : n.input(0);
-      if (!t.uint8.allowed && q && q->elemType() == onnx::TensorProto::UINT8) return no(t.uint8, "it is uint8");  // (6)
-      if (!t.int32_dequantize.allowed && q && q->elemType() == onnx::TensorProto::INT32) return no(t.int32_dequantize, "it is int32");
+      const int32_t type = q ? typeOf(q) : 0;
+      if (!t.uint8.allowed && type == onnx::TensorProto::UINT8) return no(t.uint8, "it is uint8");  // (6)
+      if (!t.int32_dequantize.allowed && isDequantize(n) && type == onnx::TensorProto::INT32)
+        return no(t.int32_dequantize, "it is int32");
       return M::none();
     }
     if (n.is("QLinearConv") && severalValues(n.input(4)) && !t.conv_per_channel.allowed) return no(t.conv_per_channel);  // (4)
     if (n.is("QLinearMatMul") && severalValues(n.input(4)) && !t.matmul_per_column.allowed) return no(t.matmul_per_column);
-    if (!isQOperator(n) && n.domain().empty() && n.input(0)) {  // (7)
-      const int32_t type = n.input(0)->elemType();
+    if (movesData(n) && n.input(0)) {  // (7)
+      const int32_t type = typeOf(n.input(0));
       const uint8_t bit = type == onnx::TensorProto::INT8 ? kInt8 : type == onnx::TensorProto::UINT8 ? kUint8 : 0;
       if (bit && !(t.move_on & bit)) return no(Limit{false, t.move_why}, fmt::format("{} on {}", n.opType(), ir::typeName(type)));
     }
