@@ -24,6 +24,8 @@
 #include "qconv/io/external_refs.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/splice.h"
+#include "qconv/io/op_schemas.h"
+#include "qconv/pipeline/declare_types.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/run.h"
 
@@ -135,10 +137,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.contrib = !qdq && size / 6 % 2;
     if (size % 3 == 1) options.weight_type = onnx::TensorProto::UINT8;
     if (size % 3 == 2) options.activation_type = onnx::TensorProto::INT8;
+    // half the inputs are converted for a --target, each in turn, with its storage types and
+    // --approximate (requantize-per-tensor, fold-dequantized-constants, check-target)
+    const auto& targets = qconv::targetProfiles();
+    if (size / 7 % 2) {
+      const qconv::TargetProfile& t = targets[size / 14 % targets.size()];
+      options.target = &t;
+      if (!t.contrib.allowed) options.contrib = false;
+      if (t.weight_type) options.weight_type = t.weight_type;
+      if (t.activation_type) options.activation_type = t.activation_type;
+      if (options.activation_type == onnx::TensorProto::INT8) options.weight_type = onnx::TensorProto::INT8;
+    }
     qconv::PassContext ctx(log, options, kPath);
     pm.run(model, ctx, nullptr);
     qconv::io::FileBacked file_backed;
-    onnx::ModelProto out = qconv::io::exportModel(model, &file_backed);
+    qconv::io::ValueTypes untyped;
+    onnx::ModelProto out = qconv::io::exportModel(model, &file_backed, &untyped);
+    const qconv::io::OpSchemas schemas;
+    qconv::declareValueTypes(out, untyped, schemas);
     writeBothWays(out, file_backed);
     if (std::string why = qconv::io::checkModel(out, &file_backed); !why.empty() && qconv::io::checkModel(input).empty())
       bug("a valid model became invalid", why);

@@ -112,7 +112,8 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after lower-integer-ops", "; IR after lift-float-form", "; IR after pair-qdq", "; IR after requantize-per-tensor", "; IR after move-on-int8", "; IR after gemm-as-conv",
                        "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fuse-contrib",
                        "; IR after name-leftovers",
-                       "; IR after shift-types", "; IR after fold-int32-dequantize", "; IR after check-zero-points",
+                       "; IR after shift-types", "; IR after fold-dequantized-constants",
+                       "; IR after requantize-symmetric", "; IR after check-zero-points",
                        "; IR after check-saturation", "; IR after redeclare-opset", "; IR after check-target",
                        "; IR after refuse-foreign-ops"]
     assert "= QLinearConv(" in r.stdout
@@ -133,7 +134,7 @@ def test_passes_lists_the_registry():
     assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: validate,fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,"
                                                      "lower-fake-quantize,unfuse-qop,unfuse-integer-ops,fold-producers,lower-primitive-qdq,"
                                                      "lower-integer-ops,lift-float-form,pair-qdq,requantize-per-tensor,shift-types,"
-                                                     "fold-int32-dequantize,check-zero-points,check-saturation,"
+                                                     "fold-dequantized-constants,requantize-symmetric,check-zero-points,check-saturation,"
                                                      "redeclare-opset,check-target,refuse-foreign-ops") in r.stdout
     # every stage shows, the hidden ones included
     for stage in ("validate", "redeclare-opset", "refuse-foreign-ops"):

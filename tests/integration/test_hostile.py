@@ -194,3 +194,45 @@ def test_writing_never_follows_a_symlink_at_the_output(tmp_path):
     assert not os.path.islink(out_dir / "out.onnx") and not os.path.islink(out_dir / data)
     assert os.path.islink(out_dir / "out.onnx.00000000000000ff.data")
     assert sorted(os.listdir(out_dir)) == sorted(["out.onnx", data, "out.onnx.00000000000000ff.data"])
+
+
+@pytest.mark.parametrize("args", [["--format", "qop"], ["--format", "qdq"], ["--target", "iree"]])
+def test_a_weight_without_its_type_is_bad_input_not_a_crash(tmp_path, args):
+    """Found by the fuzzer (issue 27): the float Aidge form with one weight's data_type cleared and
+    absurd dims crashed libonnx's Conv shape inference when qconv declared the output's types.
+    Types are now inferred only from well-formed inputs; the checker then calls the model
+    invalid (exit 3)."""
+    import test_aidge_float_form
+    m = test_aidge_float_form.float_form()
+    w = next(t for t in m.graph.initializer if t.name == "conv_b_w")
+    w.data_type = TensorProto.UNDEFINED
+    del w.dims[:]
+    w.dims.extend([135094518981458933])
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    with open(src, "wb") as f:
+        f.write(m.SerializeToString())
+    r = run_qconv("convert", src, dst, *args)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith(f"qconv: error: {src}: invalid model: ")
+    assert not os.path.exists(dst)
+
+
+def test_a_conv_whose_weight_rank_is_not_its_inputs_is_no_crash(tmp_path):
+    """Found by the fuzzer (issue 27): a rank-3 x under a rank-4 Conv weight, which the ONNX checker
+    accepts, crashed libonnx's Conv shape inference when qconv declared the output's types; such a
+    node's outputs now get no inferred shape (pipeline/declare_types.cpp, safeToInfer)."""
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Conv", ["xd", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.float32(0.1), "s"), numpy_helper.from_array(np.uint8(128), "z"),
+                           numpy_helper.from_array(np.ones((2, 1, 1, 1), np.float32), "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    for fmt in ("qop", "qdq"):
+        r = run_qconv("convert", src, dst, "--format", fmt)
+        assert r.returncode in (0, 3), r.stderr  # no signal: bad input at worst, never a crash

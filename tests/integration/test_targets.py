@@ -238,10 +238,20 @@ def test_tensorrt_output_keeps_its_rules_or_is_refused(inputs, tmp_path, case):
     for symmetric in (True, False):
         src, dst = inputs(case, symmetric=symmetric), str(tmp_path / "out.onnx")
         r = convert(src, dst, "--target", "tensorrt")
-        if not symmetric:  # onnxruntime's default asymmetric activations: refused, not approximated
+        if not symmetric:  # onnxruntime's default asymmetric activations: refused, or approximated
             assert r.returncode == 4, r.stderr
             assert "TensorRT takes symmetric quantization only: every zero point must be 0" in r.stderr
+            r = convert(src, dst, "--target", "tensorrt", "--approximate")
+            assert r.returncode == 0, r.stderr
+            listed = [ln for ln in r.stderr.splitlines() if ln.startswith("qconv: warning: approximation: ")]
+            assert listed and all("requantized symmetrically" in ln and "worst rounding error" in ln for ln in listed)
+            assert tensorrt_rules_broken(dst) == []
+            xs = feeds(src)
+            mine, step = reference.outputs(dst, xs), output_step(src)
+            ort_agrees(dst, xs, output_step(dst), mine)
             TARGET_ROWS.append(("tensorrt", "qdq", case, "refused (exit 4): asymmetric"))
+            TARGET_ROWS.append(("tensorrt", "qdq --approximate", case, f"rules kept; {len(listed)} tensors "
+                                f"requantized, {steps_off(reference.outputs(src, xs), mine, step):.0f} steps from the input"))
             continue
         assert r.returncode == 0, r.stderr
         assert tensorrt_rules_broken(dst) == []

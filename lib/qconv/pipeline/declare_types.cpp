@@ -2,10 +2,12 @@
 
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
-#include <onnx/shape_inference/implementation.h>
 
 #include <map>
 #include <memory>
+#include <algorithm>
+#include <cstring>
+#include <optional>
 #include <mutex>
 #include <unordered_map>
 
@@ -15,6 +17,110 @@
 namespace qconv {
 
 namespace {
+
+/// The rank of input i, or -1 when it has no shape.
+int rankOf(const onnx::InferenceContext& ctx, size_t i) {
+  const onnx::TypeProto* t = i < ctx.getNumInputs() ? ctx.getInputType(i) : nullptr;
+  return t && t->has_tensor_type() && t->tensor_type().has_shape() ? t->tensor_type().shape().dim_size() : -1;
+}
+
+/// An INTS attribute's length, or -1 when it is absent.
+int lengthOf(const onnx::InferenceContext& ctx, const char* name) {
+  const onnx::AttributeProto* a = ctx.getAttribute(name);
+  return a ? a->ints_size() : -1;
+}
+
+/// The values of a small constant int64 input, or nullopt.
+std::optional<std::vector<int64_t>> intsOf(const onnx::InferenceContext& ctx, size_t i) {
+  const onnx::TensorProto* t = i < ctx.getNumInputs() ? ctx.getInputData(i) : nullptr;
+  if (!t || t->data_type() != onnx::TensorProto::INT64 || t->dims_size() > 1) return std::nullopt;
+  std::vector<int64_t> v(t->int64_data().begin(), t->int64_data().end());
+  if (t->has_raw_data()) {
+    if (t->raw_data().size() % 8) return std::nullopt;
+    v.resize(t->raw_data().size() / 8);
+    std::memcpy(v.data(), t->raw_data().data(), t->raw_data().size());
+  }
+  return v;
+}
+
+/// Whether libonnx's inference function of `op` may be called on `ctx`: only for the operators
+/// below, and only when what their inference indexes by is consistent. libonnx 1.12 reads
+/// attribute lengths, weight ranks and axes without checking them against the input's rank (a
+/// rank-3 x with a rank-4 Conv weight crashed it, found by the fuzzer), and a model the checker
+/// accepts may still be inconsistent that way. Other operators' outputs get no shape.
+bool safeToInfer(const std::string& op, const onnx::InferenceContext& ctx) {
+  static constexpr const char* kSameShape[] = {
+      "QuantizeLinear", "DequantizeLinear", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh", "Identity", "Cast",
+      "Softmax", "HardSigmoid", "HardSwish", "Erf", "Sqrt", "Exp", "Neg", "Abs", "Round", "Floor", "Ceil"};
+  static constexpr const char* kBroadcast[] = {"Add", "Sub", "Mul", "Div", "Where", "Max", "Min"};
+  for (const char* o : kSameShape)
+    if (op == o) return rankOf(ctx, 0) >= 0;
+  for (const char* o : kBroadcast)
+    if (op == o) return true;  // libonnx checks broadcasting, and fails by throwing
+  const int rank = rankOf(ctx, 0);
+  const bool conv = op == "Conv" || op == "ConvInteger" || op == "QLinearConv";
+  if (conv || op == "MaxPool" || op == "AveragePool") {
+    if (rank < 3) return false;
+    const int spatial = rank - 2;
+    if (conv && rankOf(ctx, op == "QLinearConv" ? 3 : 1) != rank) return false;
+    for (const char* a : {"kernel_shape", "strides", "dilations"})
+      if (lengthOf(ctx, a) >= 0 && lengthOf(ctx, a) != spatial) return false;
+    if (lengthOf(ctx, "pads") >= 0 && lengthOf(ctx, "pads") != 2 * spatial) return false;
+    return conv || lengthOf(ctx, "kernel_shape") == spatial;
+  }
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return rank >= 2;
+  if (op == "MatMul" || op == "MatMulInteger") return rank >= 1 && rankOf(ctx, 1) >= 1;
+  if (op == "QLinearMatMul") return rank >= 1 && rankOf(ctx, 3) >= 1;
+  if (op == "Squeeze" || op == "Unsqueeze") {  // axes: an input from opset 13, else an attribute
+    std::optional<std::vector<int64_t>> axes = intsOf(ctx, 1);
+    if (const onnx::AttributeProto* a = ctx.getAttribute("axes"))
+      axes = std::vector<int64_t>(a->ints().begin(), a->ints().end());
+    if (rank < 0 || (!axes && (op == "Unsqueeze" || ctx.getNumInputs() > 1))) return false;
+    if (!axes) return true;  // Squeeze of every dimension 1
+    const int64_t out = op == "Unsqueeze" ? rank + static_cast<int64_t>(axes->size()) : rank;
+    std::vector<int64_t> seen;
+    for (int64_t x : *axes) {
+      if (x < -out || x >= out) return false;
+      seen.push_back(x < 0 ? x + out : x);
+    }
+    std::sort(seen.begin(), seen.end());
+    return std::adjacent_find(seen.begin(), seen.end()) == seen.end();
+  }
+  if (op == "Pad") {  // pads: an input from opset 11
+    auto pads = intsOf(ctx, 1);
+    return rank >= 0 && pads && static_cast<int>(pads->size()) == 2 * rank;
+  }
+  if (op == "Gemm") return rank == 2 && rankOf(ctx, 1) == 2;
+  if (op == "Flatten") {
+    const onnx::AttributeProto* a = ctx.getAttribute("axis");
+    const int64_t axis = a ? a->i() : 1;
+    return rank >= 0 && axis >= -rank && axis <= rank;
+  }
+  if (op == "Reshape") {
+    auto shape = intsOf(ctx, 1);
+    if (rank < 0 || !shape || std::count(shape->begin(), shape->end(), -1) > 1) return false;
+    for (size_t i = 0; i < shape->size(); ++i)
+      if ((*shape)[i] < -1 || ((*shape)[i] == 0 && static_cast<int>(i) >= rank)) return false;
+    return true;
+  }
+  if (op == "Transpose") {
+    const onnx::AttributeProto* perm = ctx.getAttribute("perm");
+    if (rank < 0 || !perm) return rank >= 0;
+    std::vector<int64_t> p(perm->ints().begin(), perm->ints().end());
+    std::sort(p.begin(), p.end());
+    for (int i = 0; i < static_cast<int>(p.size()); ++i)
+      if (p[static_cast<size_t>(i)] != i) return false;
+    return static_cast<int>(p.size()) == rank;
+  }
+  if (op == "Concat") {
+    const onnx::AttributeProto* a = ctx.getAttribute("axis");
+    if (!a || rank < 1 || a->i() < -rank || a->i() >= rank) return false;
+    for (size_t i = 0; i < ctx.getNumInputs(); ++i)
+      if (rankOf(ctx, i) != rank) return false;
+    return true;
+  }
+  return false;
+}
 
 /// A com.microsoft QOp node seen as its float op: input i is the QOp's operand row i, with the
 /// dequantized ones typed float; output 0 is the float op's, retyped afterwards.
@@ -93,8 +199,9 @@ class WithContrib final : public onnx::ISchemaRegistry {
     onnx::TypeProto* out = ctx.getOutputType(0);
     const onnx::AttributeProto* last = ctx.getAttribute("channels_last");
     const bool transposed = last && last->i() != 0;  // the float op's layout differs: type only
-    if (float_schema && float_schema->has_type_and_shape_inference_function() && !transposed) {
-      AsFloatOp as(ctx, form);
+    AsFloatOp as(ctx, form);
+    if (float_schema && float_schema->has_type_and_shape_inference_function() && !transposed &&
+        safeToInfer(form.float_op, as)) {
       try {
         float_schema->GetTypeAndShapeInferenceFunction()(as);
         if (as.output().has_tensor_type() && as.output().tensor_type().has_shape())
@@ -111,54 +218,132 @@ class WithContrib final : public onnx::ISchemaRegistry {
   mutable std::map<std::string, std::unique_ptr<onnx::OpSchema>> contrib_;
 };
 
-constexpr size_t kSkeletonBytes = 4096;  // tensors up to this size keep their bytes (shapes, axes)
+constexpr size_t kDataBytes = 4096;  // constants up to this size are shown to the inference (shapes, axes)
+
+/// One node, as ONNX's inference functions see it: its attributes, its inputs' types and small
+/// constant values, and its outputs' types to fill.
+class NodeContext final : public onnx::InferenceContext {
+ public:
+  NodeContext(const onnx::NodeProto& n, std::vector<const onnx::TypeProto*> in, std::vector<const onnx::TensorProto*> data)
+      : n_(n), in_(std::move(in)), data_(std::move(data)), out_(static_cast<size_t>(n.output_size())) {}
+  const onnx::AttributeProto* getAttribute(const std::string& name) const override {
+    for (const auto& a : n_.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  size_t getNumInputs() const override { return in_.size(); }
+  const onnx::TypeProto* getInputType(size_t i) const override { return i < in_.size() ? in_[i] : nullptr; }
+  const onnx::TensorProto* getInputData(size_t i) const override { return i < data_.size() ? data_[i] : nullptr; }
+  size_t getNumOutputs() const override { return out_.size(); }
+  onnx::TypeProto* getOutputType(size_t i) override { return &out_.at(i); }
+  onnx::GraphInferencer* getGraphAttributeInferencer(const std::string&) override { return nullptr; }
+  const onnx::SparseTensorProto* getInputSparseData(size_t) const override { return nullptr; }
+  const onnx::TensorShapeProto* getSymbolicInput(size_t) const override { return nullptr; }
+  const onnx::TypeProto& output(size_t i) const { return out_[i]; }
+
+ private:
+  const onnx::NodeProto& n_;
+  std::vector<const onnx::TypeProto*> in_;
+  std::vector<const onnx::TensorProto*> data_;
+  std::vector<onnx::TypeProto> out_;
+};
+
+/// A tensor type of a valid element type whose dimensions, where given, are not negative: what
+/// ONNX's inference functions take for granted of their inputs (the checker checks it only later).
+bool wellFormed(const onnx::TypeProto& t) {
+  if (!t.has_tensor_type()) return false;
+  const int32_t elem = t.tensor_type().elem_type();
+  if (elem == onnx::TensorProto::UNDEFINED || !onnx::TensorProto_DataType_IsValid(elem)) return false;
+  for (const auto& d : t.tensor_type().shape().dim())
+    if (d.has_dim_value() && d.dim_value() < 0) return false;
+  return true;
+}
+
+bool hasSubgraph(const onnx::NodeProto& n) {
+  for (const auto& a : n.attribute())
+    if (a.has_g() || a.graphs_size() > 0) return true;
+  return false;
+}
 
 }  // namespace
 
 void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, const io::OpSchemas& schemas) {
   if (untyped.empty()) return;
   onnx::GraphProto* g = model.mutable_graph();
-  // the skeleton: the graph with every large tensor's bytes left out
-  onnx::ModelProto skeleton;
-  skeleton.set_ir_version(model.ir_version());
-  *skeleton.mutable_opset_import() = model.opset_import();
-  onnx::GraphProto* s = skeleton.mutable_graph();
-  *s->mutable_node() = g->node();
-  *s->mutable_input() = g->input();
-  *s->mutable_output() = g->output();
-  *s->mutable_value_info() = g->value_info();
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& op : model.opset_import()) opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = static_cast<int>(op.version());
+  const WithContrib registry(schemas, opsets.count("") ? opsets[""] : 0);
+
+  // what is known: graph inputs and outputs, value_info, initializers (type and dims; the bytes of
+  // small ones), then what each node's inference gives, in graph order
+  std::unordered_map<std::string, onnx::TypeProto> types;
+  std::unordered_map<std::string, const onnx::TensorProto*> data;
+  for (const auto* list : {&g->input(), &g->value_info(), &g->output()})
+    for (const auto& v : *list)
+      if (wellFormed(v.type())) types.emplace(v.name(), v.type());
   for (const auto& t : g->initializer()) {
-    onnx::TensorProto* c = s->add_initializer();
-    if (t.ByteSizeLong() <= kSkeletonBytes && t.data_location() != onnx::TensorProto::EXTERNAL) {
-      *c = t;
-    } else {
-      c->set_name(t.name());
-      c->set_data_type(t.data_type());
-      *c->mutable_dims() = t.dims();
+    if (!onnx::TensorProto_DataType_IsValid(t.data_type()) || t.data_type() == onnx::TensorProto::UNDEFINED ||
+        std::any_of(t.dims().begin(), t.dims().end(), [](int64_t d) { return d < 0; }))
+      continue;  // not a type an inference function can take: the nodes reading it are left alone
+    onnx::TypeProto type;
+    type.mutable_tensor_type()->set_elem_type(t.data_type());
+    for (int64_t d : t.dims()) type.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    types.emplace(t.name(), std::move(type));
+    if (t.data_location() != onnx::TensorProto::EXTERNAL && t.ByteSizeLong() <= kDataBytes) data.emplace(t.name(), &t);
+  }
+  std::unordered_map<std::string, const onnx::TypeProto*> inferred;
+  for (const auto& n : g->node()) {
+    // a node with a subgraph, or an input of no known type, is left alone: ONNX's inference
+    // functions read their inputs' types without asking whether they have them
+    if (hasSubgraph(n)) continue;
+    auto version = opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
+    const onnx::OpSchema* schema =
+        version == opsets.end() ? nullptr : registry.GetSchema(n.op_type(), version->second, n.domain());
+    if (!schema || !schema->has_type_and_shape_inference_function()) continue;
+    std::vector<const onnx::TypeProto*> in;
+    std::vector<const onnx::TensorProto*> bytes;
+    bool known = true;
+    for (const auto& name : n.input()) {
+      if (name.empty()) {
+        in.push_back(nullptr);
+        bytes.push_back(nullptr);
+        continue;
+      }
+      auto it = types.find(name);
+      if (it == types.end()) {
+        known = false;
+        break;
+      }
+      in.push_back(&it->second);
+      auto d = data.find(name);
+      bytes.push_back(d == data.end() ? nullptr : d->second);
+    }
+    if (!known) continue;
+    NodeContext ctx(n, std::move(in), std::move(bytes));
+    if (n.domain().empty() && !safeToInfer(n.op_type(), ctx)) continue;
+    try {
+      schema->GetTypeAndShapeInferenceFunction()(ctx);
+    } catch (const std::exception&) {  // the inference declined this node: its outputs stay unknown
+      continue;
+    }
+    for (int i = 0; i < n.output_size(); ++i) {
+      const onnx::TypeProto& t = ctx.output(static_cast<size_t>(i));
+      if (n.output(i).empty() || !wellFormed(t)) continue;
+      auto [it, added] = types.emplace(n.output(i), t);  // a declared type stays as declared
+      if (added) inferred.emplace(n.output(i), &it->second);
     }
   }
-  int opset = 0;
-  for (const auto& op : model.opset_import())
-    if (op.domain().empty() || op.domain() == "ai.onnx") opset = static_cast<int>(op.version());
-  const WithContrib registry(schemas, opset);
-  try {
-    onnx::shape_inference::InferShapes(skeleton, &registry, onnx::ShapeInferenceOptions(false, 0, false));
-  } catch (const std::exception&) {
-    // a value_info the input declared disagrees with its op: what was inferred before it stays
-  }
-  std::unordered_map<std::string, const onnx::ValueInfoProto*> inferred;
-  for (const auto& v : s->value_info())
-    if (v.type().has_tensor_type() && v.type().tensor_type().elem_type() != 0) inferred.emplace(v.name(), &v);
   for (const auto& [name, elem] : untyped) {
-    auto it = inferred.find(name);
+    onnx::ValueInfoProto* v = nullptr;
     // the inference's type and shape (the operators' own rules), else the type qconv knows
-    if (it != inferred.end()) {
-      *g->add_value_info() = *it->second;
+    if (auto it = inferred.find(name); it != inferred.end()) {
+      v = g->add_value_info();
+      *v->mutable_type() = *it->second;
     } else if (elem != 0) {
-      onnx::ValueInfoProto* v = g->add_value_info();
-      v->set_name(name);
+      v = g->add_value_info();
       v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
     }
+    if (v) v->set_name(name);
   }
 }
 

@@ -2,12 +2,15 @@
 // inferred: importers that need them (torch-mlir's, which IREE runs) read the output without
 // inferring types of ops they do not know (com.microsoft ones).
 //
-// ONNX's shape inference runs over a copy of the graph without the large tensors' bytes, with
-// the standard operators' schemas, and for each com.microsoft QOperator op qconv knows
-// (passes/common/qop_forms.h) a schema whose inference is its float op's (QLinearAdd: Add's
-// broadcast, QGemm: Gemm's, ...) on the dequantized inputs, typed as its output zero point.
-// Values the inference leaves out get the element type qconv knows, alone. Entries already in
-// the model stay as they are; no entry names a value the model does not have.
+// The operators' own inference functions (libonnx's schemas) run node by node in graph order,
+// each on its inputs' types and the bytes of small constants; for a com.microsoft QOperator op
+// qconv knows (passes/common/qop_forms.h), its float op's (QLinearAdd: Add's broadcast, QGemm:
+// Gemm's, ...) on the dequantized inputs, typed as its output zero point. A function runs only
+// where it is safe (declare_types.cpp, safeToInfer): every input's type well formed, and what
+// it indexes by (ranks, attribute lengths, axes) consistent, since libonnx 1.12 crashes on a
+// checker-valid Conv whose weight rank is not its input's. Values left out get the element
+// type qconv knows, alone. Entries already in the model stay as they are; no entry names a
+// value the model does not have.
 #pragma once
 
 #include <onnx/onnx_pb.h>

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/qdq_select.h"
@@ -67,7 +68,8 @@ Requantized requantize(const PerChannel& g) {
     return static_cast<float>(g.q[i] - g.params.zero_point[c]) * g.params.scale[c];
   };
   const int32_t type = g.params.elem_type;
-  auto [qmin, qmax] = ir::intRange(type);
+  int64_t qmin = 0, qmax = 0;  // plain variables: a lambda below captures them
+  std::tie(qmin, qmax) = ir::intRange(type);
   if (type == onnx::TensorProto::INT32) qmin = -(qmax = int64_t{1} << 24);  // exact in float
   const bool symmetric = std::all_of(g.params.zero_point.begin(), g.params.zero_point.end(), [](int64_t z) { return z == 0; });
   float lo = 0, hi = 0;

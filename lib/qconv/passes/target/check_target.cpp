@@ -18,7 +18,7 @@
 //   5. nonzero_zero_point: it is a QuantizeLinear/DequantizeLinear with a zero point not 0, or
 //                          not constant;
 //   6. uint8:              it is a QuantizeLinear/DequantizeLinear of a uint8 tensor;
-//      int32_dequantize:   of an int32 tensor (fold-int32-dequantize folds the constant ones);
+//      int32_dequantize:   of an int32 tensor (fold-dequantized-constants folds the constant ones);
 //   7. move_on:            it is a data-movement op (common/quant_slots.h: MaxPool, Reshape, ...)
 //                          whose input 0 is an 8-bit tensor of a type the target moves no data
 //                          on (MaxPool on uint8 for IREE).

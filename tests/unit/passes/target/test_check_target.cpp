@@ -1,4 +1,4 @@
-// The target passes on small graphs: fold-int32-dequantize gives the very floats the
+// The target passes on small graphs: fold-dequantized-constants gives the very floats the
 // DequantizeLinear computed, check-target names each node a profile rules out with its reason,
 // and requantize-per-tensor (canonical/) lists its worst error.
 #include <catch2/catch.hpp>
@@ -19,7 +19,7 @@ qconv::PassOptions forTarget(const char* name, bool approximate = false) {
 
 }  // namespace
 
-TEST_CASE("fold-int32-dequantize: a per-channel int32 bias becomes the floats its DequantizeLinear computes") {
+TEST_CASE("fold-dequantized-constants: a per-channel int32 bias becomes the floats its DequantizeLinear computes") {
   ConvSpec spec;
   spec.per_channel = true;
   auto m = convModel(spec).build();
@@ -27,20 +27,20 @@ TEST_CASE("fold-int32-dequantize: a per-channel int32 bias becomes the floats it
   const std::vector<int64_t> q = intsOf(dqb->input(0));
   const std::vector<float> s = floatsOf(dqb->input(1));
   Reporter r(forTarget("tensorrt"));
-  qconv::foldInt32Dequantize(m, r.ctx);
+  qconv::foldDequantizedConstants(m, r.ctx);
   REQUIRE(nodesOf(m.graph, "DequantizeLinear").size() == 3);  // x, w, y
   const qconv::ir::Value* b = only(m.graph, "Conv")->input(2);
   REQUIRE(b->isConstant());
   const std::vector<float> folded = floatsOf(b);
   REQUIRE(folded.size() == q.size());
   for (size_t c = 0; c < q.size(); ++c) REQUIRE(folded[c] == static_cast<float>(q[c]) * s[c]);
-  REQUIRE(r.ctx.counters().at("int32 biases given in float") == 1);
+  REQUIRE(r.ctx.counters().at("dequantized constants given in float") == 1);
 }
 
-TEST_CASE("fold-int32-dequantize: nothing changes for a target that dequantizes int32") {
+TEST_CASE("fold-dequantized-constants: nothing changes for a target that dequantizes int32") {
   auto m = convModel(ConvSpec{}).build();
   Reporter r(forTarget("openvino"));
-  qconv::foldInt32Dequantize(m, r.ctx);
+  qconv::foldDequantizedConstants(m, r.ctx);
   REQUIRE(nodesOf(m.graph, "DequantizeLinear").size() == 4);  // x, w, b, y
 }
 

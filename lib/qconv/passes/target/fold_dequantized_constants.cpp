@@ -1,15 +1,21 @@
-// fold-int32-dequantize (--target tensorrt): a bias dequantized from int32 becomes the float
-// constant it stands for, since the target dequantizes 8-bit (and narrower) tensors only.
+// fold-dequantized-constants (--target tensorrt): a constant the target cannot dequantize (an
+// int32 bias; an 8-bit constant at a zero point other than 0, such as a bias an Add reads)
+// becomes the float constant it stands for.
 //
-// Before:  b_q (int32 constant) -> DequantizeLinear(s, zp[, axis]) -> b -> Conv / Gemm / Add ...
-// After:   b (float constant, b[i] = float(b_q[i] - zp[c]) * s[c], in float32 as the op computes)
-// Exact: the constant holds the very floats the DequantizeLinear computes.
+// Before:  c_q (int32, or int8/uint8 at zero point z != 0) -> DequantizeLinear(s, z[, axis]) -> c -> op
+// After:   c (float constant, c[i] = float(c_q[i] - z[k]) * s[k], in float32 as the op computes)
+// Exact: the constant holds the very floats the DequantizeLinear computes. The op then reads a
+// float constant, which the target takes (it quantizes float weights itself, or runs the op in
+// float): the numbers are the model's either way.
 //
 // A DequantizeLinear is folded when:
-//   1. the target's profile rules out int32 DequantizeLinear (int32_dequantize);
-//   2. its input is a constant int32 initializer and its scale (float) and zero point constants;
+//   1. its input is a constant initializer the target's profile rules out dequantizing:
+//      int32 (int32_dequantize), or a zero point other than 0 (nonzero_zero_point);
+//   2. its scale (float) and zero point are constants;
 //   3. its output is not a graph output (its readers take the constant instead).
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/driver.h"
@@ -19,7 +25,7 @@ namespace qconv {
 
 namespace {
 
-struct FoldInt32Dequantize {
+struct FoldDequantizedConstants {
   struct Group {
     ir::Node* dq;
     ConstQuant params;
@@ -27,15 +33,18 @@ struct FoldInt32Dequantize {
     std::vector<int64_t> dims;
   };
 
-  bool root(const ir::Node& n) const {
-    return isDequantize(n) && n.input(0) && n.input(0)->isConstant() &&
-           n.input(0)->initializer()->data_type() == onnx::TensorProto::INT32;
-  }
-  std::string declined(const ir::Node&) const { return "int32 DequantizeLinear not folded"; }
+  const TargetProfile& target;
+
+  bool root(const ir::Node& n) const { return isDequantize(n) && n.input(0) && n.input(0)->isConstant(); }
+  std::string declined(const ir::Node&) const { return "its constant not folded to float"; }
 
   Match<Group> select(ir::Node& dq) {
     std::string why;
     auto p = readConstQuant(dq, &why);  // (2)
+    const bool int32 = dq.input(0)->initializer()->data_type() == onnx::TensorProto::INT32;
+    const bool nonzero = p && std::any_of(p->zero_point.begin(), p->zero_point.end(), [](int64_t z) { return z != 0; });
+    if (!(int32 && !target.int32_dequantize.allowed) && !(nonzero && !target.nonzero_zero_point.allowed))
+      return Match<Group>::none();  // (1)
     if (!p) return Match<Group>::refuse(why);
     if (p->scale_type != onnx::TensorProto::FLOAT) return Match<Group>::refuse("its scale is not float");
     if (dq.output(0)->isGraphOutput()) return Match<Group>::refuse("its output is a graph output");  // (3)
@@ -69,15 +78,16 @@ struct FoldInt32Dequantize {
     graph.destroyNode(g.dq);
     for (ir::Value* v : inputs)
       if (v) graph.pruneIfDead(v);
-    ctx.count("int32 biases given in float");
+    ctx.count("dequantized constants given in float");
   }
 };
 
 }  // namespace
 
-void foldInt32Dequantize(ir::Model& model, PassContext& ctx) {
-  if (ctx.target().int32_dequantize.allowed) return;  // (1)
-  FoldInt32Dequantize rule;
+void foldDequantizedConstants(ir::Model& model, PassContext& ctx) {
+  const TargetProfile& t = ctx.target();
+  if (t.int32_dequantize.allowed && t.nonzero_zero_point.allowed) return;  // (1)
+  FoldDequantizedConstants rule{t};
   applyRule(model.graph, ctx, rule);
 }
 
