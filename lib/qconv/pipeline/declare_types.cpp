@@ -239,7 +239,7 @@ class NodeContext final : public onnx::InferenceContext {
   onnx::GraphInferencer* getGraphAttributeInferencer(const std::string&) override { return nullptr; }
   const onnx::SparseTensorProto* getInputSparseData(size_t) const override { return nullptr; }
   const onnx::TensorShapeProto* getSymbolicInput(size_t) const override { return nullptr; }
-  const onnx::TypeProto& output(size_t i) const { return out_[i]; }
+  onnx::TypeProto& output(size_t i) { return out_[i]; }
 
  private:
   const onnx::NodeProto& n_;
@@ -292,13 +292,19 @@ void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, c
     if (t.data_location() != onnx::TensorProto::EXTERNAL && t.ByteSizeLong() <= kDataBytes) data.emplace(t.name(), &t);
   }
   std::unordered_map<std::string, const onnx::TypeProto*> inferred;
+  std::unordered_map<std::string, const onnx::OpSchema*> schemaOf;
   for (const auto& n : g->node()) {
     // a node with a subgraph, or an input of no known type, is left alone: ONNX's inference
     // functions read their inputs' types without asking whether they have them
     if (hasSubgraph(n)) continue;
-    auto version = opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
-    const onnx::OpSchema* schema =
-        version == opsets.end() ? nullptr : registry.GetSchema(n.op_type(), version->second, n.domain());
+    auto cached = schemaOf.find(n.domain() + '\n' + n.op_type());  // one lookup per operator
+    if (cached == schemaOf.end()) {
+      auto version = opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
+      const onnx::OpSchema* found =
+          version == opsets.end() ? nullptr : registry.GetSchema(n.op_type(), version->second, n.domain());
+      cached = schemaOf.emplace(n.domain() + '\n' + n.op_type(), found).first;
+    }
+    const onnx::OpSchema* schema = cached->second;
     if (!schema || !schema->has_type_and_shape_inference_function()) continue;
     std::vector<const onnx::TypeProto*> in;
     std::vector<const onnx::TensorProto*> bytes;
@@ -327,9 +333,9 @@ void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, c
       continue;
     }
     for (int i = 0; i < n.output_size(); ++i) {
-      const onnx::TypeProto& t = ctx.output(static_cast<size_t>(i));
-      if (n.output(i).empty() || !wellFormed(t)) continue;
-      auto [it, added] = types.emplace(n.output(i), t);  // a declared type stays as declared
+      onnx::TypeProto& t = ctx.output(static_cast<size_t>(i));
+      if (n.output(i).empty() || !wellFormed(t) || types.count(n.output(i))) continue;  // a declared type stays
+      auto [it, added] = types.emplace(n.output(i), std::move(t));
       if (added) inferred.emplace(n.output(i), &it->second);
     }
   }
