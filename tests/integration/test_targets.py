@@ -359,6 +359,9 @@ def test_inspect_target_dry_runs_that_conversion(inputs):
     assert "runs per-tensor quantization only" in c["error"]
     text = run_qconv("inspect", src, "--target", "openvino")
     assert "convert --format qdq --target openvino: would succeed" in text.stdout
+    assert "OpenVINO x86 u8 x s8 saturation risk (CPUs without VNNI): " in text.stdout
+    iree = run_qconv("inspect", src, "--target", "iree")
+    assert "x86 u8 x s8 saturation risk: none for --target iree (its runtime has no such kernel)" in iree.stdout
     assert run_qconv("inspect", src, "--target", "nope").returncode == 2
 
 

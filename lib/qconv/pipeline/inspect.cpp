@@ -196,8 +196,13 @@ void printText(std::ostream& out, const InspectCommand& c, const Description& d,
   for (const Said& s : run.said)
     if (s.kind == Report::Refused || s.kind == Report::Unconvertible || s.kind == Report::Approximation)
       fmt::print(out, "  {}: {} [{}]\n", s.subject, s.text, s.pass);
+  const TargetProfile* target = c.target.empty() ? &unrestricted() : findTarget(c.target);
+  if (!target || target->saturating_kernels.empty()) {  // the target's runtime has no such kernel
+    fmt::print(out, "x86 u8 x s8 saturation risk: none for --target {} (its runtime has no such kernel)\n", c.target);
+    return;
+  }
   const auto risks = saturationRisks(c.model, run);
-  fmt::print(out, "onnxruntime x86 u8 x s8 saturation risk (CPUs without VNNI): {}\n",
+  fmt::print(out, "{} x86 u8 x s8 saturation risk (CPUs without VNNI): {}\n", target->saturating_kernels,
              risks.empty() ? "none" : std::to_string(risks.size()) + " node(s)");
   for (const Said* r : risks) fmt::print(out, "  {}: {}\n", r->subject, r->text);
 }
