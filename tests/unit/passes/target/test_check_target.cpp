@@ -102,3 +102,43 @@ TEST_CASE("check-target: data movement on a type the target moves no data on, wi
                          "if signed: up to 221 steps off on over 80% of outputs)");
   }
 }
+
+TEST_CASE("fold-dequantized-constants: an 8-bit constant at a zero point other than 0 becomes its floats for tensorrt") {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, 3});
+  b.ints("c", TensorProto::INT8, {1, 3}, {-5, 0, 7});
+  b.floats("cs", {}, {0.25f});
+  b.ints("cz", TensorProto::INT8, {}, {3});
+  b.node("DequantizeLinear", {"c", "cs", "cz"}, {"c_f"}, "dq_c");
+  b.node("Add", {"x", "c_f"}, {"y"}, "add");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  Reporter r(forTarget("tensorrt"));
+  qconv::foldDequantizedConstants(m, r.ctx);
+  REQUIRE(nodesOf(m.graph, "DequantizeLinear").empty());
+  REQUIRE(floatsOf(only(m.graph, "Add")->input(1)) == std::vector<float>{-2.0f, -0.75f, 1.0f});
+}
+
+TEST_CASE("requantize-symmetric: zero point 0 at a scale covering the old range, a Clip keeping its saturation") {
+  ConvSpec spec;  // x and y uint8 at zero point 128, shifted to int8 at 0 first: only y's is moved
+  spec.y_zp = 10;
+  auto m = convModel(spec).build();
+  qconv::PassOptions o = forTarget("tensorrt", /*approximate=*/true);
+  o.activation_type = o.weight_type = TensorProto::INT8;
+  Reporter r(o);
+  qconv::pairQdq(m, r.ctx);
+  qconv::shiftTypes(m, r.ctx);
+  qconv::requantizeSymmetric(m, r.ctx);
+  auto* q = nodesOf(m.graph, "QuantizeLinear")[1];
+  REQUIRE(intsOf(q->input(2)) == std::vector<int64_t>{0});
+  // y was uint8 at 10 (int8 at -118) at 0.1: [-1.0, 24.5] -> s' = 0.1 * 245 / 127
+  REQUIRE(floatsOf(q->input(1))[0] == Approx(0.1f * 245.0f / 127.0f));
+  const qconv::ir::Node* clip = q->input(0)->producer();
+  REQUIRE(clip->opType() == "Clip");
+  REQUIRE(floatsOf(clip->input(1))[0] == Approx(-1.0f));
+  REQUIRE(floatsOf(clip->input(2))[0] == Approx(24.5f));
+  for (auto* dq : nodesOf(m.graph, "DequantizeLinear"))
+    if (dq->input(0) == q->output(0)) REQUIRE(intsOf(dq->input(2)) == std::vector<int64_t>{0});
+  REQUIRE(r.ctx.approximations().size() == 1);
+  REQUIRE(r.ctx.approximations()[0].find("worst rounding error") != std::string::npos);
+}
