@@ -6,12 +6,12 @@
 #include <map>
 #include <memory>
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <mutex>
 #include <unordered_map>
 
 #include "qconv/io/op_schemas.h"
+#include "qconv/ir/tensor.h"
 #include "qconv/passes/common/qop_forms.h"
 
 namespace qconv {
@@ -34,13 +34,8 @@ int lengthOf(const onnx::InferenceContext& ctx, const char* name) {
 std::optional<std::vector<int64_t>> intsOf(const onnx::InferenceContext& ctx, size_t i) {
   const onnx::TensorProto* t = i < ctx.getNumInputs() ? ctx.getInputData(i) : nullptr;
   if (!t || t->data_type() != onnx::TensorProto::INT64 || t->dims_size() > 1) return std::nullopt;
-  std::vector<int64_t> v(t->int64_data().begin(), t->int64_data().end());
-  if (t->has_raw_data()) {
-    if (t->raw_data().size() % 8) return std::nullopt;
-    v.resize(t->raw_data().size() / 8);
-    std::memcpy(v.data(), t->raw_data().data(), t->raw_data().size());
-  }
-  return v;
+  std::string why;
+  return ir::readInts(*t, &why);
 }
 
 /// Whether libonnx's inference function of `op` may be called on `ctx`: only for the operators

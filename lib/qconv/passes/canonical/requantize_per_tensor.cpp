@@ -25,7 +25,7 @@
 #include <tuple>
 
 #include "qconv/ir/tensor.h"
-#include "qconv/passes/common/qdq_select.h"
+#include "qconv/passes/common/dequantized_constant.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
@@ -33,11 +33,10 @@ namespace qconv {
 
 namespace {
 
+/// A per-channel constant and its DequantizeLinear.
 struct PerChannel {
   ir::Node* dq;
-  ConstQuant params;
-  std::vector<int64_t> q;
-  std::vector<int64_t> dims;
+  DequantizedConstant k;
 };
 
 struct Requantized {
@@ -47,33 +46,17 @@ struct Requantized {
   double worst_steps;
 };
 
-/// Calls f(i, c) for each flat element i of a tensor of `dims` with its channel c along `axis`,
-/// in order, with no division per element.
-template <typename F>
-void forEachElement(const std::vector<int64_t>& dims, int64_t axis, F f) {
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= dims[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
-  const int64_t channels = dims[static_cast<size_t>(axis)];
-  size_t i = 0;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = 0; c < channels; ++c)
-      for (int64_t k = 0; k < inner; ++k) f(i++, static_cast<size_t>(c));
-}
-
-Requantized requantize(const PerChannel& g) {
-  const int64_t rank = static_cast<int64_t>(g.dims.size());
-  const int64_t axis = g.params.axis < 0 ? g.params.axis + rank : g.params.axis;
+Requantized requantize(const DequantizedConstant& k) {
   auto value = [&](size_t i, size_t c) {  // DequantizeLinear, in float
-    return static_cast<float>(g.q[i] - g.params.zero_point[c]) * g.params.scale[c];
+    return static_cast<float>(k.q[i] - k.params.zero_point[c]) * k.params.scale[c];
   };
-  const int32_t type = g.params.elem_type;
+  const int32_t type = k.params.elem_type;
   int64_t qmin = 0, qmax = 0;  // plain variables: a lambda below captures them
   std::tie(qmin, qmax) = ir::intRange(type);
   if (type == onnx::TensorProto::INT32) qmin = -(qmax = int64_t{1} << 24);  // exact in float
-  const bool symmetric = std::all_of(g.params.zero_point.begin(), g.params.zero_point.end(), [](int64_t z) { return z == 0; });
+  const bool symmetric = std::all_of(k.params.zero_point.begin(), k.params.zero_point.end(), [](int64_t z) { return z == 0; });
   float lo = 0, hi = 0;
-  forEachElement(g.dims, axis, [&](size_t i, size_t c) {
+  forEachElement(k, [&](size_t i, size_t c) {
     const float v = value(i, c);
     lo = std::min(lo, v), hi = std::max(hi, v);
   });
@@ -88,15 +71,15 @@ Requantized requantize(const PerChannel& g) {
                                        qmin, qmax);
   }
   if (!(r.scale > 0) || !std::isfinite(r.scale)) r.scale = 1;  // all zeros
-  r.q.resize(g.q.size());
-  std::vector<float> worst(g.params.size(), 0.0f);  // per channel, in its units: divided once at the end
-  forEachElement(g.dims, axis, [&](size_t i, size_t c) {
+  r.q.resize(k.q.size());
+  std::vector<float> worst(k.params.size(), 0.0f);  // per channel, in its units: divided once at the end
+  forEachElement(k, [&](size_t i, size_t c) {
     const float v = value(i, c);
     r.q[i] = std::clamp(quantizeOne(v, r.scale, r.zero_point, type), qmin, qmax);
     worst[c] = std::max(worst[c], std::abs(static_cast<float>(r.q[i] - r.zero_point) * r.scale - v));
   });
   for (size_t c = 0; c < worst.size(); ++c)
-    r.worst_steps = std::max(r.worst_steps, static_cast<double>(worst[c]) / g.params.scale[c]);
+    r.worst_steps = std::max(r.worst_steps, static_cast<double>(worst[c]) / k.params.scale[c]);
   return r;
 }
 
@@ -115,41 +98,32 @@ struct RequantizePerTensor {
     const int32_t type = in->initializer()->data_type();
     if (type != onnx::TensorProto::INT8 && type != onnx::TensorProto::UINT8 && type != onnx::TensorProto::INT32)
       return M::refuse(fmt::format("its input is {}, not int8, uint8 or int32", ir::typeName(type)));
-    std::string why;
-    auto p = readConstQuant(dq, &why);
-    if (!p) return M::refuse(why);
-    if (p->scale_type != onnx::TensorProto::FLOAT) return M::refuse("its scale is not float");
     if (in->uses().size() != 1) return M::refuse("its constant has other readers");  // (3)
-    auto q = ir::readInts(*in, &why);
-    if (!q) return M::refuse(why);
-    std::vector<int64_t> dims = ir::dimsOf(*in->initializer());
-    const int64_t rank = static_cast<int64_t>(dims.size());
-    const int64_t axis = p->axis < 0 ? p->axis + rank : p->axis;
-    if (axis < 0 || axis >= rank || dims[static_cast<size_t>(axis)] != static_cast<int64_t>(p->size()))
-      return M::refuse("its scale does not match its axis");  // validate names such a model earlier
-    p->elem_type = type;
-    return PerChannel{&dq, std::move(*p), std::move(*q), std::move(dims)};
+    std::string why;
+    auto k = readDequantizedConstant(dq, &why);
+    if (!k) return M::refuse(why);
+    return PerChannel{&dq, std::move(*k)};
   }
 
   /// DQ input 0 <- q' (same dims and type), 1 <- s' (scalar float), 2 <- zp' (scalar, q's type);
   /// its axis attribute goes (per tensor).
   void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
-    const Requantized r = requantize(g);
+    const Requantized r = requantize(g.k);
     ir::Node& dq = *g.dq;
     std::vector<ir::Value*> old = dq.inputs();
-    const int32_t type = g.params.elem_type;
-    graph.setInput(&dq, 0, graph.addInitializer(old[0]->name() + "_per_tensor", ir::makeIntTensor(type, g.dims, r.q)));
+    const int32_t type = g.k.params.elem_type;
+    graph.setInput(&dq, 0, graph.addInitializer(old[0]->name() + "_per_tensor", ir::makeIntTensor(type, g.k.dims, r.q)));
     graph.setInput(&dq, 1, graph.addInitializer(old[1]->name() + "_per_tensor", ir::makeFloatTensor({}, {r.scale})));
     graph.setInput(&dq, 2, graph.addInitializer(dq.input(0)->name() + "_zero_point", ir::makeIntTensor(type, {}, {r.zero_point})));
     auto* attrs = dq.mutableProto().mutable_attribute();
     attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "axis"; }), attrs->end());
     for (ir::Value* v : old)
       if (v) graph.pruneIfDead(v);
-    const auto [smin, smax] = std::minmax_element(g.params.scale.begin(), g.params.scale.end());
+    const auto [smin, smax] = std::minmax_element(g.k.params.scale.begin(), g.k.params.scale.end());
     ctx.report(Report::Approximation, dq,
                fmt::format("{} per-channel scales ({:.6g} to {:.6g}) requantized per tensor at scale {:.6g}, zero point "
                            "{}, for --target {}: worst error {:.3g} steps of a channel's own scale",
-                           g.params.size(), *smin, *smax, r.scale, r.zero_point, ctx.target().name, r.worst_steps));
+                           g.k.params.size(), *smin, *smax, r.scale, r.zero_point, ctx.target().name, r.worst_steps));
     ctx.count("constants requantized per tensor");
   }
 };

@@ -11,10 +11,24 @@
 
 namespace qconv {
 
-/// The type an 8-bit tensor of type `type` is stored as in the output: shift-types moves it to
-/// --weight-type / --activation-type, or the target's, when one is given.
+/// The types shift-types stores 8-bit weights and activations as (0: kept): --weight-type and
+/// --activation-type (or the target's), and what one implies of the other, since no kernel
+/// takes int8 activations with uint8 weights: uint8 weights alone bring uint8 activations,
+/// int8 activations alone int8 weights.
+struct StorageTypes {
+  int32_t weight = 0, activation = 0;
+};
+inline StorageTypes storageTypes(const PassOptions& options) {
+  StorageTypes t{options.weight_type, options.activation_type};
+  if (t.weight == onnx::TensorProto::UINT8 && t.activation == 0) t.activation = onnx::TensorProto::UINT8;
+  if (t.activation == onnx::TensorProto::INT8 && t.weight == 0) t.weight = onnx::TensorProto::INT8;
+  return t;
+}
+
+/// The type an 8-bit tensor of type `type` is stored as in the output (storageTypes).
 inline int32_t storedType(const PassOptions& options, int32_t type, bool weight) {
-  const int32_t to = weight ? options.weight_type : options.activation_type;
+  const StorageTypes types = storageTypes(options);
+  const int32_t to = weight ? types.weight : types.activation;
   const bool eight_bit = type == onnx::TensorProto::INT8 || type == onnx::TensorProto::UINT8;
   return eight_bit && to ? to : type;
 }

@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/common/dequantized_constant.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
@@ -28,9 +29,7 @@ namespace {
 struct FoldDequantizedConstants {
   struct Group {
     ir::Node* dq;
-    ConstQuant params;
-    std::vector<int64_t> q;
-    std::vector<int64_t> dims;
+    DequantizedConstant k;
   };
 
   const TargetProfile& target;
@@ -46,33 +45,19 @@ struct FoldDequantizedConstants {
     if (!(int32 && !target.int32_dequantize.allowed) && !(nonzero && !target.nonzero_zero_point.allowed))
       return Match<Group>::none();  // (1)
     if (!p) return Match<Group>::refuse(why);
-    if (p->scale_type != onnx::TensorProto::FLOAT) return Match<Group>::refuse("its scale is not float");
     if (dq.output(0)->isGraphOutput()) return Match<Group>::refuse("its output is a graph output");  // (3)
-    auto q = ir::readInts(*dq.input(0), &why);
-    if (!q) return Match<Group>::refuse(why);
-    std::vector<int64_t> dims = ir::dimsOf(*dq.input(0)->initializer());
-    if (p->per_axis) {
-      const int64_t rank = static_cast<int64_t>(dims.size());
-      const int64_t axis = p->axis < 0 ? p->axis + rank : p->axis;
-      if (axis < 0 || axis >= rank || dims[static_cast<size_t>(axis)] != static_cast<int64_t>(p->size()))
-        return Match<Group>::refuse("its scale does not match its axis");
-      p->axis = axis;
-    }
-    return Group{&dq, std::move(*p), std::move(*q), std::move(dims)};
+    auto k = readDequantizedConstant(dq, &why);
+    if (!k) return Match<Group>::refuse(why);
+    return Group{&dq, std::move(*k)};
   }
 
   /// The DQ's readers <- a float initializer of b_q's dims: (b_q - zp[c]) * s[c].
   void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
-    int64_t inner = 1;
-    if (g.params.per_axis)
-      for (size_t d = static_cast<size_t>(g.params.axis) + 1; d < g.dims.size(); ++d) inner *= g.dims[d];
-    std::vector<float> b(g.q.size());
-    for (size_t i = 0; i < b.size(); ++i) {
-      const size_t c = g.params.per_axis ? static_cast<size_t>((static_cast<int64_t>(i) / inner) % static_cast<int64_t>(g.params.size())) : 0;
-      b[i] = static_cast<float>(g.q[i] - g.params.zero_point[c]) * g.params.scale[c];
-    }
+    const ConstQuant& p = g.k.params;
+    std::vector<float> b(g.k.q.size());
+    forEachElement(g.k, [&](size_t i, size_t c) { b[i] = static_cast<float>(g.k.q[i] - p.zero_point[c]) * p.scale[c]; });
     ir::Value* out = g.dq->output(0);
-    ir::Value* folded = graph.addInitializer(out->name(), ir::makeFloatTensor(g.dims, b));
+    ir::Value* folded = graph.addInitializer(out->name(), ir::makeFloatTensor(g.k.dims, b));
     graph.replaceAllUsesWith(out, folded);
     std::vector<ir::Value*> inputs = g.dq->inputs();
     graph.destroyNode(g.dq);

@@ -33,6 +33,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/common/quant_slots.h"
+#include "qconv/passes/common/target_fit.h"
 #include "qconv/passes/target/shift_group.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
@@ -195,11 +196,10 @@ struct ShiftTypes {
 }  // namespace
 
 void shiftTypes(ir::Model& model, PassContext& ctx) {
-  int32_t weight_to = ctx.options().weight_type, activation_to = ctx.options().activation_type;
-  const bool implied_activations = weight_to == TensorProto::UINT8 && activation_to == 0;
-  const bool implied_weights = activation_to == TensorProto::INT8 && weight_to == 0;
-  if (implied_activations) activation_to = TensorProto::UINT8;
-  if (implied_weights) weight_to = TensorProto::INT8;
+  const StorageTypes to = storageTypes(ctx.options());
+  const int32_t weight_to = to.weight, activation_to = to.activation;
+  const bool implied_activations = activation_to != ctx.options().activation_type;
+  const bool implied_weights = weight_to != ctx.options().weight_type;
   if (!weight_to && !activation_to) return;
   ShiftTypes rule{Shifted(model.graph, ctx.path()), weight_to, activation_to, implied_weights, implied_activations, {}};
   applyRule(model.graph, ctx, rule);
