@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything qconv needs on a fresh Debian machine, then build it.
 #   Debian packages: the compiler, CMake, Ninja and the libraries qconv links (only those);
+#   ONNX: the version third_party/onnx.pin names, built from source by scripts/build_onnx.sh (~2.5 min once);
 #   for the tests: time, strace (what a run opens), clang and its libFuzzer runtime (tests/fuzz).
 #   .venv/: the Python reference (onnx, onnxruntime, numpy, pytest) for tests and benchmarks.
 # Safe to run again: each step is skipped when already done. Usage: scripts/setup.sh [--no-venv]
@@ -8,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-debs=(g++ cmake ninja-build pkg-config libonnx-dev libprotobuf-dev protobuf-compiler libcli11-dev
+debs=(g++ cmake ninja-build pkg-config curl libprotobuf-dev protobuf-compiler libcli11-dev
       libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 python3 python3-venv time strace clang libclang-rt-14-dev
       qemu-user)  # qemu-user: an emulated x86 CPU without VNNI for the saturation tests (test_targets.py)
 missing=()
@@ -29,6 +30,9 @@ if [ "${1:-}" != "--no-venv" ]; then
     cp tests/requirements.txt "$stamp"
   fi
 fi
+
+# ONNX (third_party/onnx.pin): built from PyPI's source distribution once, cached in build/deps/.
+scripts/build_onnx.sh >/dev/null
 
 if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

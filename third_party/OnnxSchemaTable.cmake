@@ -1,12 +1,12 @@
 # The table of libonnx's operator schemas, generated at configure time from the headers of the
-# installed libonnx-dev: one line per schema class the operator_sets*.h headers declare,
+# ONNX qconv builds on (third_party/onnx.pin): one line per schema class the operator_sets*.h headers declare,
 #   QCONV_SCHEMA(Onnx, 10, QLinearConv)      -> onnx::GetOpSchema<QLinearConv_Onnx_ver10>
 #   QCONV_PREVIEW_SCHEMA(1, Adagrad)         -> onnx::GetOpSchema<Adagrad_OnnxPreview_ver1>
 # lib/qconv/io/op_schemas.cpp builds a schema from it only when the checker asks for that
 # operator, instead of libonnx's registry building all of them (~10 ms) on its first lookup.
 # tests/unit/test_op_schemas.cpp checks the table against that registry, schema by schema.
 function(qconv_onnx_schema_table out)
-  get_target_property(dirs onnx INTERFACE_INCLUDE_DIRECTORIES)
+  get_target_property(dirs ONNX::onnx INTERFACE_INCLUDE_DIRECTORIES)
   find_file(QCONV_ONNX_OPERATOR_SETS onnx/defs/operator_sets.h PATHS ${dirs} NO_DEFAULT_PATH)
   if(NOT QCONV_ONNX_OPERATOR_SETS)
     find_file(QCONV_ONNX_OPERATOR_SETS onnx/defs/operator_sets.h REQUIRED)

@@ -1,13 +1,22 @@
-# How qconv finds its dependencies. All come from Debian packages; nothing is copied here.
+# How qconv finds its dependencies. All but ONNX come from Debian packages; nothing is copied here.
 #   libprotobuf-dev, protobuf-compiler  -> protobuf::libprotobuf
-#   libonnx-dev (ONNX 1.12)             -> onnx (checker, schemas), onnx_proto (protobuf classes)
+#   ONNX (third_party/onnx.pin)         -> ONNX::onnx (checker, schemas, shape inference),
+#                                          ONNX::onnx_proto (protobuf classes); built from PyPI's
+#                                          source distribution by scripts/build_onnx.sh into build/deps/
 #   libcli11-dev                        -> CLI11::CLI11 (header only)
 #   libspdlog-dev, libfmt-dev           -> spdlog::spdlog, fmt::fmt
 #   nlohmann-json3-dev                  -> nlohmann_json::nlohmann_json (header only: --report, --json)
 #   libc (pthreads)                     -> Threads::Threads (the checker's schemas load on a second thread)
 #   catch2 (v2)                         -> Catch2::Catch2 (tests only)
 find_package(Protobuf REQUIRED)
-find_package(ONNX REQUIRED)
+file(STRINGS ${CMAKE_CURRENT_LIST_DIR}/onnx.pin QCONV_ONNX_PIN REGEX "^version=")
+string(REPLACE "version=" "" QCONV_ONNX_VERSION "${QCONV_ONNX_PIN}")
+find_package(ONNX ${QCONV_ONNX_VERSION} EXACT CONFIG
+  HINTS ${PROJECT_SOURCE_DIR}/build/deps/onnx-${QCONV_ONNX_VERSION}/install)
+if(NOT ONNX_FOUND)
+  message(FATAL_ERROR "qconv builds on ONNX ${QCONV_ONNX_VERSION} (third_party/onnx.pin): "
+    "run scripts/build_onnx.sh (scripts/setup.sh does), or point CMAKE_PREFIX_PATH at an install of it")
+endif()
 find_package(CLI11 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)

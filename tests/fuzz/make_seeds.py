@@ -41,7 +41,7 @@ def integer_conv() -> onnx.ModelProto:
              helper.make_node("Relu", ["yq"], ["r"], name="relu_int"),
              helper.make_node("GlobalAveragePool", ["r"], ["p"], name="pool_int")]
     g = helper.make_graph(nodes, "integer_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 3])],
-                          [helper.make_tensor_value_info("p", TensorProto.INT8, None)], inits)
+                          [helper.make_tensor_value_info("p", TensorProto.INT8, [1, 2, 1, 1])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
 
 

@@ -180,7 +180,7 @@ def test_aidge_export_without_input_rescaling_converts_to_runnable_onnx(tmp_path
     # a probe model: the first layer only (Conv -> QuantizeLinear), as qconv converts it
     probe = onnx.helper.make_model(onnx.helper.make_graph(
         [m.graph.node[0], q], "first", [m.graph.input[0]],
-        [onnx.helper.make_tensor_value_info(q.output[0], onnx.TensorProto.INT8, None)],
+        [onnx.helper.make_tensor_value_info(q.output[0], onnx.TensorProto.INT8, [1, 8, 16, 16])],
         [t for t in m.graph.initializer if t.name in (conv.input[1], conv.input[2], q.input[1], q.input[2])]),
         opset_imports=m.opset_import)
     probe.ir_version = m.ir_version

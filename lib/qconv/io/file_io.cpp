@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/checker.h>
@@ -11,6 +12,8 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -20,12 +23,6 @@
 #include "qconv/io/op_schemas.h"
 #include "qconv/io/release_behind.h"
 #include "qconv/ir/tensor.h"
-
-// libonnx 1.12 exports the form of check_model that takes a CheckerContext (check_model(model)
-// is that with a default context), but its header does not declare it.
-namespace onnx::checker {
-void check_model(const ModelProto& model, CheckerContext& ctx);
-}  // namespace onnx::checker
 
 namespace qconv::io {
 
@@ -172,25 +169,88 @@ InputModel openModel(const std::string& path) {
   return in;
 }
 
-bool checkerApplies(const onnx::ModelProto& model, const FileBacked* file_backed) {
-  if (model.ir_version() > 8) return false;  // newer than Debian's checker (see docs/architecture.md)
-  for (const auto& t : model.graph().initializer())
-    if (t.data_location() == onnx::TensorProto::EXTERNAL && !findRange(file_backed, t)) return false;
-  return true;
+namespace {
+
+/// What onnx::checker::check_model(model) does, with a context whose schemas are ours: ONNX
+/// exports the model-level check only with a context of its own making (and libonnx's full
+/// registry), so this makes the same checks around its exported check_graph and
+/// check_model_local_functions. Throws onnx::checker::ValidationError.
+void checkWithSchemas(const onnx::ModelProto& model, const OpSchemas& schemas) {
+  using onnx::checker::ValidationError;
+  if (!model.ir_version()) throw ValidationError("The model does not have an ir_version set properly.");
+  if (model.ir_version() > onnx::IR_VERSION)
+    throw ValidationError(fmt::format("Your model ir_version {} is higher than the checker's ({}).", model.ir_version(),
+                                      static_cast<int>(onnx::IR_VERSION)));
+  std::set<std::string> keys;
+  for (const auto& entry : model.metadata_props())
+    if (!keys.insert(entry.key()).second) throw ValidationError("Your model has duplicate keys in metadata_props.");
+  onnx::checker::CheckerContext ctx;
+  ctx.set_schema_registry(&schemas);
+  ctx.set_ir_version(static_cast<int>(model.ir_version()));
+  std::unordered_map<std::string, int> imports;
+  for (const auto& o : model.opset_import()) {
+    if (o.version() < 0 || o.version() > INT_MAX)
+      throw ValidationError(fmt::format("opset_import version {} of domain '{}' is out of range", o.version(), o.domain()));
+    imports[o.domain()] = static_cast<int>(o.version());
+  }
+  if (model.ir_version() >= 3 && imports.empty())
+    throw ValidationError("model with IR version >= 3 must specify opset_import for ONNX");
+  if (model.ir_version() < 3) {
+    if (!imports.empty()) throw ValidationError("model with IR version < 3 cannot have opset_import specified");
+    imports[""] = 1;
+  }
+  ctx.set_opset_imports(imports);
+  onnx::checker::LexicalScopeContext scope;
+  onnx::checker::check_graph(model.graph(), ctx, scope);
+  if (model.ir_version() >= 8) onnx::checker::check_model_local_functions(model, ctx, scope);
 }
 
+/// While it lives, a file-backed or external tensor is shown to the checker as stored
+/// externally at a location starting with '#', which the checker takes as not a file
+/// (onnx/checker.cc, resolve_external_data_location): its bytes and their length were checked
+/// on import (io::ExternalFiles), and the checker would otherwise resolve a relative location
+/// against the working folder, or want a file-backed tensor's bytes in memory.
+class CheckerStandIn {
+ public:
+  explicit CheckerStandIn(onnx::TensorProto& t)
+      : t_(t), had_raw_(t.has_raw_data()), had_location_(t.has_data_location()), location_(t.data_location()) {
+    if (had_raw_) t_.mutable_raw_data()->swap(raw_);
+    t_.clear_raw_data();
+    t_.mutable_external_data()->Swap(&external_);
+    t_.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* entry = t_.add_external_data();
+    entry->set_key("location");
+    entry->set_value("#qconv: checked on import");
+  }
+  ~CheckerStandIn() {
+    if (had_raw_) t_.mutable_raw_data()->swap(raw_);  // has_raw_data() is part of the bytes written
+    t_.mutable_external_data()->Swap(&external_);
+    if (had_location_) t_.set_data_location(location_);
+    else t_.clear_data_location();
+  }
+  CheckerStandIn(const CheckerStandIn&) = delete;
+  CheckerStandIn& operator=(const CheckerStandIn&) = delete;
+
+ private:
+  onnx::TensorProto& t_;
+  bool had_raw_;
+  bool had_location_;
+  onnx::TensorProto::DataLocation location_;
+  std::string raw_;
+  google::protobuf::RepeatedPtrField<onnx::StringStringEntryProto> external_;
+};
+
+}  // namespace
+
 std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed, const OpSchemas* schemas) {
-  if (!checkerApplies(model, file_backed)) return {};
-  std::vector<std::unique_ptr<RawDataStandIn>> standIns;
+  std::vector<std::unique_ptr<CheckerStandIn>> standIns;
   for (auto& t : *model.mutable_graph()->mutable_initializer())
-    if (const FileRange* r = findRange(file_backed, t))  // an empty tensor holds no value field
-      standIns.push_back(std::make_unique<RawDataStandIn>(t, std::string(r->length ? 1 : 0, '\0')));
+    if (findRange(file_backed, t) || t.data_location() == onnx::TensorProto::EXTERNAL)
+      standIns.push_back(std::make_unique<CheckerStandIn>(t));
   std::unique_ptr<OpSchemas> own;
   if (!schemas) schemas = (own = std::make_unique<OpSchemas>()).get();
   try {
-    onnx::checker::CheckerContext ctx;  // what check_model(model) makes, with our schemas
-    ctx.set_schema_registry(schemas);
-    onnx::checker::check_model(model, ctx);
+    checkWithSchemas(model, *schemas);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();

@@ -56,16 +56,10 @@ inline ir::Model importModel(onnx::ModelProto proto, const std::string& path) {
 using ValueTypes = std::vector<std::pair<std::string, int32_t>>;
 onnx::ModelProto exportModel(ir::Model& model, FileBacked* file_backed = nullptr, ValueTypes* untyped = nullptr);
 
-/// Whether checkModel runs the ONNX checker on `model`: Debian's libonnx 1.12 knows IR versions
-/// up to 8, and external data is checked by io::ExternalFiles, more strictly than it would. A
-/// file-backed initializer (listed in `file_backed`) is written inline, and so is checked.
-bool checkerApplies(const onnx::ModelProto& model, const FileBacked* file_backed = nullptr);
-
-/// Run the ONNX checker where it applies. Returns an empty string when the model passes or the
-/// checker does not apply, else the checker's message. The checker reads a tensor's raw_data
-/// only for whether it is there (onnx/checker.cc, check_tensor), so each file-backed
-/// initializer is shown to it with a stand-in byte (none for an empty tensor) in place of its
-/// bytes, whose length import checked; the model is put back as it was before this returns.
+/// Run the ONNX checker. Returns an empty string when the model passes, else the checker's
+/// message. Each file-backed initializer (listed in `file_backed`) and each one stored
+/// externally is shown to it as external data it does not open, whose bytes and length import
+/// checked; the model is put back as it was before this returns.
 /// The checker reads its operator schemas from `schemas` (a batch shares one), else from an
 /// OpSchemas of its own; never from libonnx's registry, which would build all of them.
 std::string checkModel(onnx::ModelProto& model, const FileBacked* file_backed = nullptr,

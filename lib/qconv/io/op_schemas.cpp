@@ -20,11 +20,17 @@ struct Declared {
   onnx::OpSchema (*make)();
 };
 
+/// The domain a schema class's set names; null for OnnxPreview, whose classes belong to
+/// ai.onnx.preview or ai.onnx.preview.training: only the schema itself says which.
 constexpr const char* domainOf(std::string_view set) {
   return set == "Onnx"           ? onnx::ONNX_DOMAIN
          : set == "OnnxML"       ? onnx::AI_ONNX_ML_DOMAIN
          : set == "OnnxTraining" ? onnx::AI_ONNX_TRAINING_DOMAIN
-                                 : onnx::AI_ONNX_PREVIEW_TRAINING_DOMAIN;
+                                 : nullptr;
+}
+
+bool isPreviewDomain(const std::string& domain) {
+  return domain == onnx::AI_ONNX_PREVIEW_DOMAIN || domain == onnx::AI_ONNX_PREVIEW_TRAINING_DOMAIN;
 }
 
 // every schema class libonnx's headers declare (third_party/OnnxSchemaTable.cmake)
@@ -56,18 +62,20 @@ const onnx::OpSchema* OpSchemas::GetSchema(const std::string& op, int max_versio
   if (auto it = answered_.find(key); it != answered_.end()) return it->second;
   // the declaration with the greatest since-version not above max_version (a scan of the table:
   // once per operator, domain and version the model uses)
-  const Declared* best = nullptr;
-  for (const Declared& d : kDeclared)
-    if (d.since <= max_version && op == d.op && domain == d.domain && (!best || d.since > best->since)) best = &d;
-  const onnx::OpSchema* schema = nullptr;
-  if (best) {
-    auto& slot = built_[{op, domain, best->since}];
+  auto build = [&](const Declared& d, const std::string& in) -> const onnx::OpSchema* {
+    auto& slot = built_[{op, in, d.since}];
     if (!slot) {
-      slot = std::make_unique<onnx::OpSchema>(best->make());
+      slot = std::make_unique<onnx::OpSchema>(d.make());
       slot->Finalize();
     }
-    schema = slot.get();
+    return slot.get();
+  };
+  const Declared* best = nullptr;
+  for (const Declared& d : kDeclared) {
+    if (d.since > max_version || op != d.op || (best && d.since <= best->since)) continue;
+    if (d.domain ? domain == d.domain : isPreviewDomain(domain) && d.make().domain() == domain) best = &d;
   }
+  const onnx::OpSchema* schema = best ? build(*best, domain) : nullptr;
   answered_.emplace(std::move(key), schema);
   return schema;
 }

@@ -7,7 +7,7 @@
 // qconv knows (passes/common/qop_forms.h), its float op's (QLinearAdd: Add's broadcast, QGemm:
 // Gemm's, ...) on the dequantized inputs, typed as its output zero point. A function runs only
 // where it is safe (declare_types.cpp, safeToInfer): every input's type well formed, and what
-// it indexes by (ranks, attribute lengths, axes) consistent, since libonnx 1.12 crashes on a
+// it indexes by (ranks, attribute lengths, axes) consistent, since ONNX's inference (1.12) crashed on a
 // checker-valid Conv whose weight rank is not its input's. Values left out get the element
 // type qconv knows, alone. Entries already in the model stay as they are; no entry names a
 // value the model does not have.

@@ -10,6 +10,7 @@
 #include "model_builder.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/op_schemas.h"
+#include "qconv/passes/common/opset_history.h"
 
 using namespace qtest;
 
@@ -92,5 +93,17 @@ TEST_CASE("A check with OpSchemas gives the registry verdict and builds only wha
     for (auto& c : joined)
       if (c == '\n') c = ' ';
     REQUIRE(mine == joined);
+  }
+}
+
+TEST_CASE("the operator history and the checker's schemas come from the same ONNX") {
+  // opset_history.inc is generated from the onnx package; the schemas from the ONNX qconv links
+  const auto& range = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  REQUIRE(range.at(onnx::ONNX_DOMAIN).second == qconv::newestKnownOpset());
+  qconv::io::OpSchemas schemas;
+  for (const char* op : {"QuantizeLinear", "DequantizeLinear"}) {
+    const onnx::OpSchema* newest = schemas.GetSchema(op, static_cast<int>(qconv::newestKnownOpset()), "");
+    REQUIRE(newest != nullptr);
+    REQUIRE(qconv::isKnownOperator(op, newest->SinceVersion()));
   }
 }

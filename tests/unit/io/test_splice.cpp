@@ -252,7 +252,9 @@ TEST_CASE("the writer writes the bytes protobuf's serializer writes") {
 
     // and the checker accepts it, shown stand-ins, and leaves it as it was
     const std::string before = serialized(in.proto);
-    REQUIRE(qconv::io::checkModel(in.proto, &file_backed).empty());
+    const std::string why = qconv::io::checkModel(in.proto, &file_backed);
+    INFO(why);
+    REQUIRE(why.empty());
     REQUIRE(serialized(in.proto) == before);
   }
 }

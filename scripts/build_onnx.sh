@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Build the ONNX pinned in third_party/onnx.pin from its PyPI source distribution, once:
+#   build/deps/onnx-<version>/install   headers, libonnx.a, libonnx_proto.a, the CMake package
+# It builds against Debian's protobuf (libprotobuf-dev, protoc), as a static library with
+# position-independent code, and with ONNX_ML (the onnx-ml.proto that producers write).
+# A second run finds the stamp and costs nothing. Prints the install prefix on stdout.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pin() { sed -n "s/^$1=//p" "$root/third_party/onnx.pin"; }
+version="$(pin version)"; url="$(pin url)"; sha="$(pin sha256)"; cmake_pin="$(pin cmake)"
+deps="$root/build/deps"; dir="$deps/onnx-$version"; prefix="$dir/install"
+stamp="$prefix/.qconv-built"
+if [ -f "$stamp" ] && cmp -s "$stamp" "$root/third_party/onnx.pin"; then
+  echo "$prefix"; exit 0
+fi
+start=$(date +%s)
+mkdir -p "$dir"
+tarball="$dir/onnx-$version.tar.gz"
+if [ ! -f "$tarball" ] || ! echo "$sha  $tarball" | sha256sum -c --status; then
+  echo "build_onnx: downloading onnx $version's source distribution from PyPI" >&2
+  curl -fsSL --retry 3 -o "$tarball.part" "$url"
+  echo "$sha  $tarball.part" | sha256sum -c --status || { echo "build_onnx: $url: sha256 mismatch" >&2; exit 1; }
+  mv "$tarball.part" "$tarball"
+fi
+rm -rf "$dir/src" "$dir/build" "$prefix"
+mkdir -p "$dir/src"
+tar xzf "$tarball" -C "$dir/src" --strip-components=1
+
+# ONNX's CMakeLists names its minimum CMake; take one from PyPI when Debian's is older.
+need="$(sed -n 's/^cmake_minimum_required(VERSION \([0-9.]*\).*/\1/p' "$dir/src/CMakeLists.txt" | head -1)"
+cmake=cmake
+have="$(cmake --version | sed -n 's/^cmake version //p')"
+if [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+  tools="$deps/cmake-$cmake_pin"
+  if [ ! -x "$tools/bin/cmake" ]; then
+    echo "build_onnx: CMake $have is older than the $need onnx needs; installing cmake==$cmake_pin from PyPI" >&2
+    python3 -m venv "$tools"
+    "$tools/bin/pip" install -q --disable-pip-version-check "cmake==$cmake_pin"
+  fi
+  cmake="$tools/bin/cmake"
+fi
+
+echo "build_onnx: building onnx $version (C++ only) into $prefix" >&2
+generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
+"$cmake" -S "$dir/src" -B "$dir/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+  -DONNX_ML=ON -DONNX_NAMESPACE=onnx -DONNX_BUILD_PYTHON=OFF -DONNX_BUILD_TESTS=OFF \
+  -DONNX_GEN_PB_TYPE_STUBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_BUILD_CUSTOM_PROTOBUF=OFF \
+  >"$dir/configure.log" 2>&1 || { tail -30 "$dir/configure.log" >&2; exit 1; }
+"$cmake" --build "$dir/build" -j"$(nproc)" >"$dir/build.log" 2>&1 || { tail -40 "$dir/build.log" >&2; exit 1; }
+"$cmake" --install "$dir/build" >/dev/null
+rm -rf "$dir/build" "$dir/src"
+cp "$root/third_party/onnx.pin" "$stamp"
+echo "build_onnx: onnx $version built in $(( $(date +%s) - start ))s" >&2
+echo "$prefix"
