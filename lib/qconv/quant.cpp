@@ -78,6 +78,15 @@ std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why, bo
   ConstQuant q;
   std::string inner;
   const int32_t st = scale->initializer()->data_type();
+  // QuantizeLinear-23's precision: the type x / scale is computed in (unset: the scale's type).
+  // A QLinear op and every rewrite here divide in float: a narrower one is not reproduced.
+  if (const int64_t precision = isQuantize(n) ? n.attrInt("precision", 0) : 0;
+      precision && precision != TensorProto::FLOAT && precision != st) {
+    *why = fmt::format("divides in {} (its precision attribute) where its scale is {}: rewrites here divide in float, "
+                       "which rounds apart from it near ties",
+                       ir::typeName(static_cast<int32_t>(precision)), ir::typeName(st));
+    return std::nullopt;
+  }
   if (widen_half && st == TensorProto::BFLOAT16) {
     *why = "scale is bfloat16: the QDQ form rounds every dequantized value to 8 significant bits, which a "
            "QLinear op's float arithmetic does not reproduce (off near ties too)";
@@ -122,12 +131,27 @@ std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why, bo
   } else {
     q.zero_point.assign(q.scale.size(), 0);
     if (isQuantize(n)) {
-      q.elem_type = static_cast<int32_t>(n.attrInt("output_dtype", TensorProto::UINT8));
+      const int64_t output_dtype = n.attrInt("output_dtype", 0);  // 0: unset
+      q.elem_type = output_dtype ? static_cast<int32_t>(output_dtype) : TensorProto::UINT8;
     } else {
       q.elem_type = n.input(0) ? n.input(0)->elemType() : 0;
     }
   }
   return q;
+}
+
+int32_t quantizedTypeOf(const ir::Node& n) {
+  if (const ir::Value* zp = n.input(2)) {
+    if (zp->initializer()) return zp->initializer()->data_type();
+    if (zp->elemType()) return zp->elemType();
+  }
+  if (n.opType() == "QuantizeLinear") {
+    if (n.output(0) && n.output(0)->elemType()) return n.output(0)->elemType();
+    if (n.input(2)) return 0;
+    const int64_t output_dtype = n.attrInt("output_dtype", 0);  // 0: unset
+    return output_dtype ? static_cast<int32_t>(output_dtype) : TensorProto::UINT8;
+  }
+  return n.input(0) ? n.input(0)->elemType() : 0;
 }
 
 bool sameQuant(const ConstQuant& a, const ConstQuant& b) {

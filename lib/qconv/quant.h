@@ -40,6 +40,10 @@ struct ConstQuant {
 /// fusion that writes it back as float. A bfloat16 scale is then refused with its reason.
 std::optional<ConstQuant> readConstQuant(const ir::Node& qdq, std::string* why, bool widen_half = false);
 
+/// The quantized side's element type of a Q or DQ, from its zero point's type, else (Q) its
+/// output_dtype or uint8, else (DQ) its input's type; 0 when none of them says.
+int32_t quantizedTypeOf(const ir::Node& qdq);
+
 /// Same scale bits, zero points, type and granularity.
 bool sameQuant(const ConstQuant& a, const ConstQuant& b);
 

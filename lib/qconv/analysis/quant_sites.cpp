@@ -8,7 +8,7 @@ namespace qconv::analysis {
 namespace {
 
 bool isQorDQ(const ir::Node& n, const char* op) {
-  return n.is(op) && (n.domain().empty() || n.domain() == "com.microsoft");
+  return n.opType() == op && (n.domain().empty() || n.domain() == "com.microsoft");
 }
 
 /// `axis` of a value of rank `rank` (-1: unknown), normalized.
@@ -43,8 +43,16 @@ std::vector<QuantSite> quantSites(const ir::Node& n) {
   const bool q = isQorDQ(n, "QuantizeLinear"), dq = isQorDQ(n, "DequantizeLinear");
   if (q || dq) {
     const ir::Value* t = q ? n.output(0) : n.input(0);
-    if (t && n.input(1))
-      sites.push_back({&n, t, n.input(1), n.input(2), normalized(n.attrInt("axis", 1), knownRank(t)), q ? "y" : "x"});
+    int64_t axis = -1;  // com.microsoft's Q/DQ have no default axis: absent is per tensor (one scale)
+    if (n.domain().empty() || n.attribute("axis")) axis = normalized(n.attrInt("axis", 1), knownRank(t));
+    if (t && n.input(1)) sites.push_back({&n, t, n.input(1), n.input(2), axis, q ? "y" : "x", n.attrInt("block_size", 0)});
+    return sites;
+  }
+  if (n.domain() == "com.microsoft" && (n.opType() == "MatMulNBits" || n.opType() == "GatherBlockQuantized")) {
+    const bool matmul = n.opType() == "MatMulNBits";
+    const ir::Value* t = n.input(matmul ? 1 : 0);
+    if (t && n.input(2))
+      sites.push_back({&n, t, n.input(2), n.input(3), -1, matmul ? "B" : "data", n.attrInt("block_size", 0), true});
     return sites;
   }
   const QOpForm* form = qopFormOf(n);

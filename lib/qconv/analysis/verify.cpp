@@ -38,52 +38,124 @@ class Findings {
   std::set<std::string> seen_;  // one finding per kind, node and tensor
 };
 
+/// A value's dims when its shape says all of them, else empty.
+std::vector<int64_t> knownDims(const ir::Value* v) {
+  if (const auto* t = v->initializer()) return ir::dimsOf(*t);
+  if (!v->info() || !v->info()->type().tensor_type().has_shape()) return {};
+  std::vector<int64_t> dims;
+  for (const auto& d : v->info()->type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return {};
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
+/// (1) a site's scale values.
+std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) {
+  const ir::Node& n = *s.node;
+  if (!s.scale->isConstant()) return std::nullopt;
+  std::string why;
+  auto scale = ir::readWidenedFloats(*s.scale, &why);
+  if (!scale) {
+    out.add("scale-invalid", n, s.tensor, fmt::format("scale '{}': {}", s.scale->name(), why));
+    return std::nullopt;
+  }
+  // an e8m0 scale (a power of two) only multiplies: 2^-127, a float subnormal, is a valid one
+  const bool e8m0 = s.scale->initializer()->data_type() == TensorProto::FLOAT8E8M0;
+  for (size_t i = 0; i < scale->size(); ++i) {
+    const float f = (*scale)[i];
+    const char* what = !std::isfinite(f) ? "not finite" : f <= 0 ? "not positive"
+                       : !e8m0 && std::fpclassify(f) == FP_SUBNORMAL ? "subnormal (1 / scale overflows float)" : nullptr;
+    if (what) {
+      out.add("scale-invalid", n, s.tensor, fmt::format("{} scale '{}'[{}] is {}: {}", s.role, s.scale->name(), i, f, what));
+      break;
+    }
+  }
+  return scale;
+}
+
+/// (2) a site's zero point: of a type Q/DQ take, and within its range. Returns how many values
+/// it has (-1 when not read).
+int64_t checkZeroPoint(const QuantSite& s, Findings& out) {
+  const ir::Node& n = *s.node;
+  if (!s.zero_point || !s.zero_point->isConstant()) return -1;
+  const int32_t zt = s.zero_point->initializer()->data_type();
+  if (!ir::isQuantizedType(zt)) {
+    out.add("zero-point-range", n, s.tensor,
+            fmt::format("{} zero point '{}' is {}, which no QuantizeLinear or DequantizeLinear takes", s.role,
+                        s.zero_point->name(), ir::typeName(zt)));
+    return -1;
+  }
+  if (const int64_t od = n.opType() == "QuantizeLinear" ? n.attrInt("output_dtype", 0) : 0; od && od != zt) {
+    out.add("zero-point-range", n, s.tensor,
+            fmt::format("{} zero point '{}' is {}, its output_dtype {}: the two must agree", s.role, s.zero_point->name(),
+                        ir::typeName(zt), ir::typeName(static_cast<int32_t>(od))));
+    return -1;
+  }
+  if (ir::isFloatQuantType(zt)) {  // float8 / float4: any value of the type is one
+    auto count = ir::numElements(*s.zero_point->initializer());
+    return count ? *count : -1;
+  }
+  std::string why;
+  const auto zp = ir::readInts(*s.zero_point, &why);
+  if (!zp) {
+    out.add("zero-point-range", n, s.tensor, fmt::format("{} zero point '{}': {}", s.role, s.zero_point->name(), why));
+    return -1;
+  }
+  const auto [lo, hi] = ir::intRange(zt);
+  for (size_t i = 0; i < zp->size(); ++i)
+    if ((*zp)[i] < lo || (*zp)[i] > hi) {
+      out.add("zero-point-range", n, s.tensor,
+              fmt::format("{} zero point '{}'[{}] is {}, outside {}'s [{}, {}]", s.role, s.zero_point->name(), i,
+                          (*zp)[i], ir::typeName(zt), lo, hi));
+      break;
+    }
+  return static_cast<int64_t>(zp->size());
+}
+
+/// (3) a blocked site: the scale has the tensor's rank, ceil(D / block_size) along the axis
+/// and the tensor's dimension elsewhere; the zero point the scale's shape.
+void checkBlocked(const QuantSite& s, Findings& out) {
+  const ir::Node& n = *s.node;
+  const std::vector<int64_t> x = knownDims(s.tensor), sc = knownDims(s.scale);
+  if (s.block_size < 0) {
+    out.add("per-axis", n, s.tensor, fmt::format("{} block_size {} is negative", s.role, s.block_size));
+    return;
+  }
+  if (x.empty() || sc.empty() || s.axis < 0 || s.axis >= static_cast<int64_t>(x.size())) return;
+  if (sc.size() != x.size()) {
+    out.add("per-axis", n, s.tensor,
+            fmt::format("{} is blocked (block_size {}): its scale has rank {}, the tensor {}", s.role, s.block_size,
+                        sc.size(), x.size()));
+    return;
+  }
+  for (size_t d = 0; d < x.size(); ++d) {
+    const int64_t want = static_cast<int64_t>(d) == s.axis ? (x[d] + s.block_size - 1) / s.block_size : x[d];
+    if (sc[d] != want) {
+      out.add("per-axis", n, s.tensor,
+              fmt::format("{} is blocked (block_size {}) along axis {}: its scale has {} along axis {}, where {} is "
+                          "wanted",
+                          s.role, s.block_size, s.axis, sc[d], d, want));
+      return;
+    }
+  }
+  if (s.zero_point && knownDims(s.zero_point) != sc)
+    out.add("per-axis", n, s.tensor, fmt::format("{}: its zero point's shape is not its scale's", s.role));
+}
+
 /// (1) to (3) of a site: its scale, its zero point, its lengths and axis.
 void checkParameters(const QuantSite& s, Findings& out) {
   const ir::Node& n = *s.node;
-  std::optional<std::vector<float>> scale;
-  if (s.scale->isConstant()) {
-    std::string why;
-    scale = ir::readWidenedFloats(*s.scale, &why);
-    if (!scale) out.add("scale-invalid", n, s.tensor, fmt::format("scale '{}': {}", s.scale->name(), why));
-  }
-  if (scale) {
-    for (size_t i = 0; i < scale->size(); ++i) {
-      const float f = (*scale)[i];
-      const char* what = !std::isfinite(f) ? "not finite" : f <= 0 ? "not positive"
-                         : std::fpclassify(f) == FP_SUBNORMAL ? "subnormal (1 / scale overflows float)" : nullptr;
-      if (what) {
-        out.add("scale-invalid", n, s.tensor,
-                fmt::format("{} scale '{}'[{}] is {}: {}", s.role, s.scale->name(), i, f, what));
-        break;
-      }
-    }
-  }
-  std::optional<std::vector<int64_t>> zp;
-  if (s.zero_point && s.zero_point->isConstant()) {
-    const int32_t zt = s.zero_point->initializer()->data_type();
-    std::string why;
-    if (!ir::isIntegerType(zt) || zt == TensorProto::INT64 || zt == TensorProto::UINT64) {
-      out.add("zero-point-range", n, s.tensor,
-              fmt::format("{} zero point '{}' is {}, not a quantized integer type", s.role, s.zero_point->name(),
-                          ir::typeName(zt)));
-    } else if (!(zp = ir::readInts(*s.zero_point, &why))) {
-      out.add("zero-point-range", n, s.tensor, fmt::format("{} zero point '{}': {}", s.role, s.zero_point->name(), why));
-    } else {
-      const auto [lo, hi] = ir::intRange(zt);
-      for (size_t i = 0; i < zp->size(); ++i)
-        if ((*zp)[i] < lo || (*zp)[i] > hi) {
-          out.add("zero-point-range", n, s.tensor,
-                  fmt::format("{} zero point '{}'[{}] is {}, outside {}'s [{}, {}]", s.role, s.zero_point->name(), i,
-                              (*zp)[i], ir::typeName(zt), lo, hi));
-          break;
-        }
-    }
+  const auto scale = checkScale(s, out);
+  if (s.packed) return;  // onnxruntime's own layout (MatMulNBits, GatherBlockQuantized): its kernel checks it
+  const int64_t zp = checkZeroPoint(s, out);
+  if (s.block_size != 0) {
+    checkBlocked(s, out);
+    return;
   }
   if (!scale) return;
-  if (zp && zp->size() != scale->size())
-    out.add("per-axis", n, s.tensor,
-            fmt::format("{} scale has {} values, its zero point {}", s.role, scale->size(), zp->size()));
+  if (zp >= 0 && zp != static_cast<int64_t>(scale->size()))
+    out.add("per-axis", n, s.tensor, fmt::format("{} scale has {} values, its zero point {}", s.role, scale->size(), zp));
   if (scale->size() <= 1 || s.axis == kUnknownAxis) return;
   if (s.axis < 0) {
     out.add("per-axis", n, s.tensor,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cmath>
 #include <limits>
 
 #include "qconv/diag.h"
@@ -34,10 +35,11 @@ size_t byteWidth(int32_t dt) {
     case TensorProto::INT8:
     case TensorProto::UINT8:
     case TensorProto::BOOL:
-    case 17:  // FLOAT8E4M3FN .. FLOAT8E5M2FNUZ (after Debian's ONNX 1.12 enum)
-    case 18:
-    case 19:
-    case 20: return 1;
+    case TensorProto::FLOAT8E4M3FN:
+    case TensorProto::FLOAT8E4M3FNUZ:
+    case TensorProto::FLOAT8E5M2:
+    case TensorProto::FLOAT8E5M2FNUZ:
+    case TensorProto::FLOAT8E8M0: return 1;
     case TensorProto::INT16:
     case TensorProto::UINT16:
     case TensorProto::FLOAT16:
@@ -204,8 +206,57 @@ std::optional<std::vector<float>> readFloats(const TensorProto& t, const FileByt
   return out;
 }
 
+/// A 4-bit or 2-bit integer tensor: its elements packed into bytes, the first in the lowest
+/// bits, in raw_data (or its file) or one byte per int32_data entry (onnx.proto).
+std::optional<std::vector<int64_t>> readPackedInts(const TensorProto& t, const FileBytes& file, std::string* why) {
+  const int32_t dt = t.data_type();
+  const int bits = packedBits(dt);
+  auto n = numElements(t);
+  if (!n) {
+    *why = "tensor has invalid dims";
+    return std::nullopt;
+  }
+  const uint64_t bytes = (static_cast<uint64_t>(*n) * static_cast<uint64_t>(bits) + 7) / 8;
+  std::string holder;
+  const std::string* raw = nullptr;
+  if (t.data_location() == TensorProto::EXTERNAL) {
+    if (!file) {
+      *why = kUnresolved;
+      return std::nullopt;
+    }
+    if (file.length != bytes) {
+      *why = fmt::format("its file holds {} bytes, {} {} elements need {}", file.length, *n, typeName(dt), bytes);
+      return std::nullopt;
+    }
+    holder = loadBytes(file);
+    raw = &holder;
+  } else if (t.has_raw_data()) {
+    raw = &t.raw_data();
+    if (raw->size() != bytes) {
+      *why = fmt::format("raw data holds {} bytes, {} {} elements need {}", raw->size(), *n, typeName(dt), bytes);
+      return std::nullopt;
+    }
+  } else if (static_cast<uint64_t>(t.int32_data_size()) != bytes) {
+    *why = fmt::format("int32_data holds {} values, {} {} elements need {} bytes", t.int32_data_size(), *n, typeName(dt), bytes);
+    return std::nullopt;
+  }
+  const int per_byte = 8 / bits;
+  const bool is_signed = dt == TensorProto::INT4 || dt == TensorProto::INT2;
+  std::vector<int64_t> out(static_cast<size_t>(*n));
+  for (int64_t i = 0; i < *n; ++i) {
+    const int64_t at = i / per_byte;
+    const unsigned byte = raw ? static_cast<uint8_t>((*raw)[static_cast<size_t>(at)])
+                              : static_cast<unsigned>(t.int32_data(static_cast<int>(at))) & 0xffu;
+    int64_t v = (byte >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
+    if (is_signed && v >= (int64_t{1} << (bits - 1))) v -= int64_t{1} << bits;
+    out[static_cast<size_t>(i)] = v;
+  }
+  return out;
+}
+
 std::optional<std::vector<int64_t>> readInts(const TensorProto& t, const FileBytes& file, std::string* why) {
   const int32_t dt = t.data_type();
+  if (packedBits(dt)) return readPackedInts(t, file, why);
   if (!isIntegerType(dt)) {
     *why = fmt::format("tensor is {}, not an integer type", typeName(dt));
     return std::nullopt;
@@ -297,7 +348,33 @@ float halfToFloat(uint16_t h) {
 
 std::optional<std::vector<float>> readWidenedFloats(const Value& v, std::string* why) {
   const int32_t dt = v.initializer() ? v.initializer()->data_type() : 0;
+  if (dt == TensorProto::FLOAT8E8M0) return readE8M0AsFloats(v, why);
   return dt == TensorProto::FLOAT16 || dt == TensorProto::BFLOAT16 ? readHalfAsFloats(v, why) : readFloats(v, why);
+}
+
+std::optional<std::vector<float>> readE8M0AsFloats(const Value& v, std::string* why) {
+  QCONV_ASSERT(v.initializer(), "readE8M0AsFloats: value '{}' is not an initializer", v.name());
+  const TensorProto& t = *v.initializer();
+  if (t.data_type() != TensorProto::FLOAT8E8M0) {
+    *why = fmt::format("tensor is {}, not float8e8m0", typeName(t.data_type()));
+    return std::nullopt;
+  }
+  int64_t n = 0;
+  const std::string* raw = nullptr;
+  std::string holder;
+  if (!checkStorage(t, v.fileBytes(), &n, &raw, holder, why)) return std::nullopt;
+  if (!raw && t.int32_data_size() != n) {  // the bits, one value per int32
+    *why = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), n);
+    return std::nullopt;
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const unsigned e = raw ? static_cast<uint8_t>((*raw)[static_cast<size_t>(i)])
+                           : static_cast<unsigned>(t.int32_data(static_cast<int>(i))) & 0xffu;
+    // 2^(e - 127); 255 is NaN. 2^-127 (e = 0) is a float32 subnormal, which ldexp gives exactly.
+    out[static_cast<size_t>(i)] = e == 255 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(e) - 127);
+  }
+  return out;
 }
 
 std::optional<std::vector<float>> readHalfAsFloats(const Value& v, std::string* why) {
@@ -394,6 +471,26 @@ const char* typeName(int32_t dt) {
   }
 }
 
+int packedBits(int32_t dt) {
+  switch (dt) {
+    case TensorProto::UINT4:
+    case TensorProto::INT4: return 4;
+    case TensorProto::UINT2:
+    case TensorProto::INT2: return 2;
+    default: return 0;
+  }
+}
+
+bool isFloatQuantType(int32_t dt) {
+  return dt == TensorProto::FLOAT8E4M3FN || dt == TensorProto::FLOAT8E4M3FNUZ || dt == TensorProto::FLOAT8E5M2 ||
+         dt == TensorProto::FLOAT8E5M2FNUZ || dt == TensorProto::FLOAT4E2M1;
+}
+
+bool isQuantizedType(int32_t dt) {
+  return dt == TensorProto::INT8 || dt == TensorProto::UINT8 || dt == TensorProto::INT16 || dt == TensorProto::UINT16 ||
+         dt == TensorProto::INT32 || packedBits(dt) || isFloatQuantType(dt);
+}
+
 bool isIntegerType(int32_t dt) {
   return dt == TensorProto::INT8 || dt == TensorProto::UINT8 || dt == TensorProto::INT16 ||
          dt == TensorProto::UINT16 || dt == TensorProto::INT32 || dt == TensorProto::INT64;
@@ -408,6 +505,10 @@ std::pair<int64_t, int64_t> intRange(int32_t dt) {
     case TensorProto::INT16: return {-32768, 32767};
     case TensorProto::UINT16: return {0, 65535};
     case TensorProto::INT32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case TensorProto::INT4: return {-8, 7};
+    case TensorProto::UINT4: return {0, 15};
+    case TensorProto::INT2: return {-2, 1};
+    case TensorProto::UINT2: return {0, 3};
     default: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
   }
 }

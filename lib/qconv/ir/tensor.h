@@ -25,8 +25,8 @@ std::optional<int64_t> numElements(const onnx::TensorProto& t);
 /// another type or malformed storage. A file that cannot be read throws Error(BadInput) naming
 /// it (ByteSource::read): an I/O failure is never a refusal.
 std::optional<std::vector<float>> readFloats(const Value& v, std::string* why);
-/// Integer values (INT8, UINT8, INT16, UINT16, INT32, INT64) of the initializer of `v`;
-/// nullopt otherwise. Same rules.
+/// Integer values (INT8, UINT8, INT16, UINT16, INT32, INT64, and the packed INT4, UINT4, INT2,
+/// UINT2) of the initializer of `v`; nullopt otherwise. Same rules.
 std::optional<std::vector<int64_t>> readInts(const Value& v, std::string* why);
 /// The same for an inline tensor (a Constant's value, a tensor a pass made). A file-backed
 /// tensor's bytes are not in its proto: it gives nullopt, read it through its value.
@@ -39,6 +39,8 @@ std::optional<std::vector<float>> readHalfAsFloats(const Value& v, std::string* 
 /// a scale of any of the types Q/DQ take.
 std::optional<std::vector<float>> readWidenedFloats(const Value& v, std::string* why);
 
+/// FLOAT8E8M0 values (2^(e - 127), 255 = NaN: the MX scales of opset 24) as floats.
+std::optional<std::vector<float>> readE8M0AsFloats(const Value& v, std::string* why);
 std::unique_ptr<onnx::TensorProto> makeFloatTensor(const std::vector<int64_t>& dims,
                                                    const std::vector<float>& values);
 /// Integer tensor of `data_type`, values assumed in range (QCONV_ASSERT otherwise).
@@ -47,6 +49,13 @@ std::unique_ptr<onnx::TensorProto> makeIntTensor(int32_t data_type, const std::v
 
 const char* typeName(int32_t data_type);
 bool isIntegerType(int32_t data_type);
+/// Bits per element of a packed integer type (4: INT4, UINT4; 2: INT2, UINT2), else 0.
+int packedBits(int32_t data_type);
+/// float8 (the four kinds) or float4e2m1: the float types a Q/DQ quantizes to.
+bool isFloatQuantType(int32_t data_type);
+/// A type QuantizeLinear writes or DequantizeLinear reads (any opset up to 25): 8-, 16-, 4- and
+/// 2-bit integers, int32 (DequantizeLinear), float8 and float4e2m1.
+bool isQuantizedType(int32_t data_type);
 /// Representable range of an integer type.
 std::pair<int64_t, int64_t> intRange(int32_t data_type);
 /// int8 or uint8: the element types QLinearConv and QLinearMatMul take.

@@ -10,7 +10,7 @@
 #include <set>
 #include <unordered_set>
 
-#include "qconv/analysis/quant_sites.h"
+#include "qconv/analysis/contents.h"
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
 #include "qconv/ir/tensor.h"
@@ -24,28 +24,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-/// The quantization dialect a node belongs to, or null (docs/dialects.md).
-const char* dialectOf(const ir::Node& n) {
-  const std::string& d = n.domain();
-  if (const char* foreign = foreignQuantDialect(d)) return foreign;
-  if (n.is("FakeQuantize")) return "OpenVINO FakeQuantize";  // in any domain
-  if (d == "com.microsoft" && (n.opType().rfind("QLinear", 0) == 0 || n.is("QGemm") || n.is("QuantizeLinear") ||
-                               n.is("DequantizeLinear") || n.opType().rfind("DynamicQuantize", 0) == 0 ||
-                               n.opType().find("Integer") != std::string::npos || n.is("QAttention")))
-    return "onnxruntime com.microsoft";
-  if (!d.empty()) return nullptr;
-  if (isQuantize(n) || isDequantize(n)) return "standard QDQ";
-  if (n.is("QLinearConv") || n.is("QLinearMatMul") || n.is("ConvInteger") || n.is("MatMulInteger") ||
-      n.is("DynamicQuantizeLinear"))
-    return "standard QOp";
-  if (n.is("Round") && n.input(0) && n.input(0)->producer() &&
-      (n.input(0)->producer()->is("Mul") || n.input(0)->producer()->is("Div")))
-    return "scaling factors (Aidge: Mul -> Round -> Clip)";
-  return nullptr;
-}
-
-std::string opName(const ir::Node& n) { return n.domain().empty() ? n.opType() : n.domain() + "::" + n.opType(); }
-
 struct TensorSummary {
   std::string tensor, type, granularity;
   size_t scales = 0;
@@ -58,8 +36,9 @@ TensorSummary summarize(const analysis::QuantSite& s) {
   TensorSummary t;
   t.tensor = s.tensor->name();
   int32_t type = s.zero_point && s.zero_point->isConstant() ? s.zero_point->initializer()->data_type() : s.tensor->elemType();
+  if (!type && !s.zero_point) type = static_cast<int32_t>(s.node->attrInt("output_dtype", 0));
   if (!type && !s.zero_point) type = onnx::TensorProto::UINT8;  // QuantizeLinear's default
-  t.type = ir::typeName(type);
+  t.type = s.packed ? fmt::format("{}-bit, packed in uint8", s.node->attrInt("bits", 4)) : ir::typeName(type);
   std::string why;
   std::optional<std::vector<float>> scale;
   if (s.scale->isConstant()) scale = ir::readWidenedFloats(*s.scale, &why);
@@ -71,9 +50,14 @@ TensorSummary summarize(const analysis::QuantSite& s) {
   t.scales = scale->size();
   t.scale_min = *std::min_element(scale->begin(), scale->end());
   t.scale_max = *std::max_element(scale->begin(), scale->end());
-  t.granularity = t.scales == 1 ? "per tensor" : s.axis >= 0 ? fmt::format("per axis {} ({})", s.axis, t.scales)
-                                                             : fmt::format("per axis ({})", t.scales);
-  if (s.zero_point && s.zero_point->isConstant()) {
+  t.granularity = s.packed       ? fmt::format("blocked, block_size {} ({} scales; {}'s packed layout)", s.block_size,
+                                                t.scales, s.node->opType())
+                  : s.block_size ? fmt::format("blocked along axis {}, block_size {} ({} scales)", s.axis,
+                                               s.block_size, t.scales)
+                  : t.scales == 1 ? "per tensor"
+                  : s.axis >= 0   ? fmt::format("per axis {} ({})", s.axis, t.scales)
+                                  : fmt::format("per axis ({})", t.scales);
+  if (s.zero_point && s.zero_point->isConstant() && !s.packed) {
     if (auto zp = ir::readInts(*s.zero_point, &why)) {
       std::set<int64_t> seen;
       for (int64_t z : *zp)
@@ -91,15 +75,11 @@ struct Description {
   std::vector<TensorSummary> tensors;
 };
 
+/// What analysis::contentsOf reads, as inspect shows it.
 Description describe(const ir::Model& model) {
-  Description d;
-  std::unordered_set<const ir::Value*> seen;
-  for (const ir::Node* n : model.graph.nodes()) {
-    ++d.ops[opName(*n)];
-    if (const char* dialect = dialectOf(*n)) ++d.dialects[dialect][opName(*n)];
-    for (const analysis::QuantSite& s : analysis::quantSites(*n))
-      if (seen.insert(s.tensor).second) d.tensors.push_back(summarize(s));
-  }
+  analysis::Contents c = analysis::contentsOf(model);
+  Description d{std::move(c.dialects), std::move(c.ops), {}};
+  for (const analysis::QuantSite& s : c.tensors) d.tensors.push_back(summarize(s));
   return d;
 }
 
@@ -155,6 +135,8 @@ Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run
   Json convert = itemJson(run);
   convert.erase("output");
   convert.erase("data_file");
+  convert.erase("dialects");  // said above, of the same reading
+  convert.erase("quantized_tensors");
   convert["format"] = c.format == Format::Qop ? "qop" : "qdq";
   convert["target"] = c.target.empty() ? Json() : Json(c.target);
   j["convert"] = std::move(convert);
@@ -180,6 +162,8 @@ void printText(std::ostream& out, const InspectCommand& c, const Description& d,
     std::string zps;
     for (int64_t z : t.zero_points) zps += fmt::format("{}{}", zps.empty() ? "" : ", ", z);
     if (!t.constant) fmt::print(out, "  {}: {}, {}\n", t.tensor, t.type, t.granularity);
+    else if (zps.empty() && t.scales == 1) fmt::print(out, "  {}: {}, {}, scale {:.6g}\n", t.tensor, t.type, t.granularity, t.scale_min);
+    else if (zps.empty()) fmt::print(out, "  {}: {}, {}, scale {:.6g} to {:.6g}\n", t.tensor, t.type, t.granularity, t.scale_min, t.scale_max);
     else if (t.scales == 1) fmt::print(out, "  {}: {}, {}, scale {:.6g}, zero point {}\n", t.tensor, t.type, t.granularity, t.scale_min, zps);
     else fmt::print(out, "  {}: {}, {}, scale {:.6g} to {:.6g}, zero points {}\n", t.tensor, t.type, t.granularity, t.scale_min, t.scale_max, zps);
   }

@@ -43,6 +43,8 @@ Json itemJson(const ItemReport& r) {
   j["data_file"] = r.data_file.empty() ? Json() : Json(r.data_file);
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? Json() : Json(r.error);
+  j["dialects"] = r.dialects;
+  j["quantized_tensors"] = r.quantized_tensors;
   Json groups = Json::array();
   for (const Rewritten& g : r.rewritten) groups.push_back({{"pass", g.pass}, {"node", g.node}, {"op", g.op}, {"kept", g.kept}, {"became", g.became}});
   j["rewritten"] = std::move(groups);

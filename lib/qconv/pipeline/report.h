@@ -19,6 +19,8 @@ struct ItemReport {
   std::string data_file;  // the output's data file, when it has one
   int exit_code = 0;
   std::string error;  // the diagnostic of a failed conversion (what stderr said), else empty
+  std::vector<std::string> dialects;  // what the input holds (analysis::contentsOf), as inspect and verify say
+  size_t quantized_tensors = 0;
   std::vector<Said> said;
   std::vector<Rewritten> rewritten;
   std::map<std::string, int> counts;

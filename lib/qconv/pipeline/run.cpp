@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 
 #include "qconv/analysis/annotation.h"
+#include "qconv/analysis/contents.h"
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/io/external_data.h"
@@ -163,6 +165,14 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(item.input); });
   const std::shared_ptr<io::ExternalFiles> files = input.files;  // what the file-backed tensors read from
   ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), item.input); });
+  {
+    const analysis::Contents held = analysis::contentsOf(model);  // what inspect and verify read, too
+    report.dialects = held.dialectNames();
+    report.quantized_tensors = held.tensors.size();
+    log.debug("{}: holds {}; {} quantized tensor(s)", item.input,
+              held.dialects.empty() ? "no quantization dialect" : fmt::format("{}", fmt::join(report.dialects, ", ")),
+              held.tensors.size());
+  }
   pm.run(model, ctx, options.dump ? &out : nullptr);
 
   io::WriteOptions write;

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "qconv/analysis/contents.h"
 #include "qconv/analysis/verify.h"
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
@@ -25,6 +26,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
   const auto log = stderrLogger(lines, command.verbosity);
   std::vector<analysis::Finding> findings;
+  analysis::Contents held;
   int code = 0;
   std::string error;
   try {
@@ -32,6 +34,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     const TargetProfile* target = nullptr;
     if (!command.target.empty() && !(target = findTarget(command.target)))
       throw Error(ExitCode::Usage, fmt::format("--target {}: no such target ('qconv targets' lists them)", command.target));
+    held = analysis::contentsOf(model);  // what convert and inspect read, too
     findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric, target});
     spdlog::logger quiet("verify");  // no sink: validate refuses by throwing, and says nothing else
     PassContext ctx(quiet, PassOptions{}, command.model);
@@ -58,6 +61,8 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     j["target"] = command.target.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(command.target);
     j["exit_code"] = code;
     j["error"] = error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error);
+    j["dialects"] = held.dialectNames();
+    j["quantized_tensors"] = held.tensors.size();
     j["findings"] = nlohmann::ordered_json::array();
     for (const auto& f : findings)
       j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message},

@@ -21,6 +21,10 @@ std::optional<DequantizedInput> dequantizedInput(const ir::Node& target, size_t 
     *why = role + " does not come from a DequantizeLinear";
     return std::nullopt;
   }
+  if (const int32_t t = quantizedTypeOf(*in.dq); t && !ir::isInt8Like(t)) {
+    *why = fmt::format("{} is {}: QLinear ops take 8-bit integers (int8, uint8) only", role, ir::typeName(t));
+    return std::nullopt;
+  }
   std::string inner;
   auto q = readConstQuant(*in.dq, &inner, widen_half);
   if (!q) {
@@ -28,7 +32,7 @@ std::optional<DequantizedInput> dequantizedInput(const ir::Node& target, size_t 
     return std::nullopt;
   }
   if (!ir::isInt8Like(q->elem_type)) {
-    *why = fmt::format("{} is {}, not int8 or uint8", role, ir::typeName(q->elem_type));
+    *why = fmt::format("{} is {}: QLinear ops take 8-bit integers (int8, uint8) only", role, ir::typeName(q->elem_type));
     return std::nullopt;
   }
   in.params = std::move(*q);
@@ -71,6 +75,10 @@ std::optional<QuantizedOutput> quantizedOutput(const ir::Node& target, bool allo
     return std::nullopt;
   }
   out.q = next;
+  if (const int32_t t = quantizedTypeOf(*next); t && !ir::isInt8Like(t)) {
+    *why = fmt::format("output is quantized to {}: QLinear ops take 8-bit integers (int8, uint8) only", ir::typeName(t));
+    return std::nullopt;
+  }
   std::string inner;
   auto q = readConstQuant(*next, &inner, widen_half);
   if (!q) {
@@ -82,7 +90,7 @@ std::optional<QuantizedOutput> quantizedOutput(const ir::Node& target, bool allo
     return std::nullopt;
   }
   if (!ir::isInt8Like(q->elem_type)) {
-    *why = fmt::format("output is quantized to {}, not int8 or uint8", ir::typeName(q->elem_type));
+    *why = fmt::format("output is quantized to {}: QLinear ops take 8-bit integers (int8, uint8) only", ir::typeName(q->elem_type));
     return std::nullopt;
   }
   out.params = std::move(*q);

@@ -26,10 +26,6 @@ namespace qconv {
 
 namespace {
 
-// (numbers: these types came after the ONNX 1.12 enum Debian has)
-bool isFloat8(int32_t t) { return t >= 17 && t <= 20; }
-bool isInt4(int32_t t) { return t == 21 || t == 22; }
-bool isNewerQuantType(int32_t t) { return t == 23 || t == 25 || t == 26; }  // float4e2m1 (23), uint2, int2 (25)
 
 /// Dimension `axis` of `v` when its shape says it, else -1.
 int64_t knownDim(const ir::Value* v, int64_t axis) {
@@ -76,12 +72,12 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
   if (n.attrInt("block_size", 0) != 0) return;  // blocked quantization: shapes follow other rules
   if (zp && zp->isConstant()) {
     const int32_t zt = zp->initializer()->data_type();
-    if (!ir::isIntegerType(zt) && !isFloat8(zt) && !isInt4(zt) && !isNewerQuantType(zt))
+    if (!ir::isQuantizedType(zt))
       throw bad(ExitCode::BadInput, fmt::format("zero point of type {} is not a quantized type", ir::typeName(zt)));
     const auto zn = ir::numElements(*zp->initializer()), sn = ir::numElements(*scale->initializer());
     if (zn != sn)  // (onnxruntime's quantizer writes shapes [] and [1] together: counts must agree)
       throw bad(ExitCode::BadInput, fmt::format("scale has {} values and zero point {}", sn.value_or(-1), zn.value_or(-1)));
-    if (ir::isIntegerType(zt)) {
+    if (ir::isIntegerType(zt) || ir::packedBits(zt)) {
       auto z = ir::readInts(*zp, &why);
       if (!z) throw bad(ExitCode::BadInput, "zero point: " + why);
       for (int64_t v : *z)
@@ -128,6 +124,10 @@ struct Validate {
 }  // namespace
 
 void validate(ir::Model& model, PassContext& ctx) {
+  if (model.shell.ir_version() > onnx::IR_VERSION)
+    throw Error(ExitCode::Unsupported, fmt::format("{}: the model's IR version is {}; the ONNX {} qconv is built on knows IR "
+                                                   "versions up to {}", ctx.path(), model.shell.ir_version(),
+                                                   QCONV_ONNX_VERSION, static_cast<int>(onnx::IR_VERSION)));
   const int64_t opset = ir::defaultOpset(model);
   if (opset > newestKnownOpset())
     throw Error(ExitCode::Unsupported, fmt::format("{}: the model declares ai.onnx opset {}; qconv knows operators up to opset {}",
