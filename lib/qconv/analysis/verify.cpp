@@ -62,9 +62,12 @@ std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) 
   }
   // an e8m0 scale (a power of two) only multiplies: 2^-127, a float subnormal, is a valid one
   const bool e8m0 = s.scale->initializer()->data_type() == TensorProto::FLOAT8E8M0;
+  // a blocked weight's scale may be negative (onnxruntime's symmetric weight-only quantizer
+  // writes each block's sign into it): a DequantizeLinear only multiplies by it
+  const bool negative_ok = s.block_size != 0 && n.opType() == "DequantizeLinear";
   for (size_t i = 0; i < scale->size(); ++i) {
     const float f = (*scale)[i];
-    const char* what = !std::isfinite(f) ? "not finite" : f <= 0 ? "not positive"
+    const char* what = !std::isfinite(f) ? "not finite" : f == 0 || (f < 0 && !negative_ok) ? "not positive"
                        : !e8m0 && std::fpclassify(f) == FP_SUBNORMAL ? "subnormal (1 / scale overflows float)" : nullptr;
     if (what) {
       out.add("scale-invalid", n, s.tensor, fmt::format("{} scale '{}'[{}] is {}: {}", s.role, s.scale->name(), i, f, what));

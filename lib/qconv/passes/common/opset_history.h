@@ -26,6 +26,10 @@ int64_t newestKnownOpset();
 /// Whether ai.onnx has operator `op` at `opset` (a version at or before it).
 bool isKnownOperator(const std::string& op, int64_t opset);
 
+/// Why ai.onnx node `n` does not keep its meaning between opsets `lo` and `hi` (lo < hi), or
+/// empty when it does (the rules above).
+std::string opsetChangeBlocker(const ir::Node& n, int64_t lo, int64_t hi);
+
 /// Throws Error(Usage) unless qconv knows ai.onnx opset `target`.
 void checkOpsetFlag(int64_t target);
 

@@ -36,13 +36,18 @@ int64_t knownDim(const ir::Value* v, int64_t axis) {
   return shape.dim(static_cast<int>(axis)).dim_value();
 }
 
-void checkScaleValues(const std::vector<float>& s, const std::function<Error(ExitCode, const std::string&)>& bad) {
+/// `negative_ok`: a blocked DequantizeLinear's weight scale, negative in onnxruntime's symmetric
+/// weight-only quantizer (the sign of each block's largest value): only ever multiplied.
+void checkScaleValues(const std::vector<float>& s, const std::function<Error(ExitCode, const std::string&)>& bad,
+                      bool negative_ok = false) {
   for (float f : s) {
     if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
-    if (f < 0.0f)
+    if (f < 0.0f && !negative_ok)
       throw bad(ExitCode::Unsupported, fmt::format("scale {} is not positive and finite (qconv requires positive scales)", f));
   }
 }
+
+bool blockedDequantize(const ir::Node& n) { return n.opType() == "DequantizeLinear" && n.attrInt("block_size", 0) != 0; }
 
 void checkQuantParams(const ir::Node& n, const std::string& where) {
   auto bad = [&](ExitCode code, const std::string& what) { return Error(code, fmt::format("{}: {}", where, what)); };
@@ -63,11 +68,11 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
     if (type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16) {
       auto h = ir::readHalfAsFloats(*scale, &why);  // widened exactly: a zero or NaN stays one
       if (!h) throw bad(ExitCode::BadInput, "scale: " + why);
-      checkScaleValues(*h, bad);
+      checkScaleValues(*h, bad, blockedDequantize(n));
     }
     return;
   }
-  checkScaleValues(*s, bad);
+  checkScaleValues(*s, bad, blockedDequantize(n));
   const auto sdims = ir::dimsOf(*scale->initializer());
   if (n.attrInt("block_size", 0) != 0) return;  // blocked quantization: shapes follow other rules
   if (zp && zp->isConstant()) {

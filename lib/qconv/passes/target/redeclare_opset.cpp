@@ -136,6 +136,8 @@ struct RedeclareOpset {
 
 }  // namespace
 
+std::string opsetChangeBlocker(const ir::Node& n, int64_t lo, int64_t hi) { return checkNode(n, lo, hi); }
+
 void checkOpsetFlag(int64_t target) {
   const int64_t newest = newestKnownOpset();
   if (target < 1 || target > newest)

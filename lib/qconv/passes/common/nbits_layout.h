@@ -1,0 +1,43 @@
+// onnxruntime's MatMulNBits weight layout and the standard blocked one, and the repacking
+// between them (read/lower_matmul_nbits.cpp one way, qop/fuse_matmul_nbits.cpp the other).
+//
+//   MatMulNBits (com.microsoft)                       DequantizeLinear(block_size) -> MatMul
+//   B      uint8 [N, k_blocks, blob]: row n holds     x      [K, N] of int/uint<bits>: x[k, n]
+//          column n of W, K elements padded to        scale  [k_blocks, N]: scale[b, n]
+//          k_blocks * block_size, `bits` each,        zero   [k_blocks, N] of x's type, or
+//          the first in the lowest bits                      absent (0)
+//   scales [N * k_blocks] or [N, k_blocks]: [n][b]    axis 0, block_size = block_size
+//   zero_points uint8 [N, ceil(k_blocks*bits/8)]:
+//          packed as B; absent: 2^(bits-1)
+// W[k, n] = (q - zero) * scale in both. A MatMulNBits without zero points is written signed,
+// int<bits> at zero 0 (q - 2^(bits-1)), as onnxruntime's own QDQ writer does; a signed weight
+// goes back to MatMulNBits as q + 2^(bits-1) with the default zero point.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "qconv/ir/ir.h"
+
+namespace qconv::nbits {
+
+/// The standard element type of a `bits`-wide weight (4: uint4/int4, 8: uint8/int8, 2: uint2/int2).
+int32_t standardType(int64_t bits, bool is_signed);
+
+/// Element `i` of a packed little-endian run of `bits`-wide unsigned values.
+inline unsigned unpack(const std::string& bytes, uint64_t i, int64_t bits) {
+  const uint64_t per = 8 / static_cast<uint64_t>(bits);
+  return (static_cast<uint8_t>(bytes[i / per]) >> ((i % per) * static_cast<uint64_t>(bits))) & ((1u << bits) - 1);
+}
+
+/// Set element `i` (the byte's other bits are kept; start from zeros).
+inline void pack(std::string& bytes, uint64_t i, int64_t bits, unsigned v) {
+  const uint64_t per = 8 / static_cast<uint64_t>(bits);
+  bytes[i / per] = static_cast<char>(static_cast<uint8_t>(bytes[i / per]) | ((v & ((1u << bits) - 1)) << ((i % per) * static_cast<uint64_t>(bits))));
+}
+
+/// The bytes of a constant as raw_data would hold them: inline raw_data, its file, or a typed
+/// field (float_data; int32_data of a 1- or 2-byte type). Empty with *why when it cannot.
+std::string rawBytes(const ir::Value& v, std::string* why);
+
+}  // namespace qconv::nbits
