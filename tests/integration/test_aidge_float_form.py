@@ -28,14 +28,25 @@ def integer_inputs(count: int, seed: int) -> list[np.ndarray]:
     return [np.clip(np.round(rng.normal(0, 40, SHAPE)), -128, 127).astype(np.float32) for _ in range(count)]
 
 
-def float_form() -> onnx.ModelProto:
+def float_form(input_quantizer: bool = False, inner_quantizer: bool = False) -> onnx.ModelProto:
     """Four convs as seed 001 describes Aidge's float form. conv_a's weights sit behind Mul(SF) ->
     Round, the others are integer floats; conv_a and conv_c end in Relu and Clip(0, 127); conv_d
-    has no bias. Each M is set from the accumulator's range on sample inputs."""
+    has no bias. Each M is set from the accumulator's range on sample inputs. With
+    `input_quantizer`, the input goes through the same Mul(M) -> Round -> Clip as every layer (the
+    input then holds real values); with `inner_quantizer`, conv_b's output goes through a float
+    Mul(0.5) and a fresh quantizer before conv_c."""
     rng = np.random.default_rng(7)
     nodes, inits = [], []
     x = "input"
     calib = integer_inputs(4, 1)
+    if input_quantizer:
+        inits += [numpy_helper.from_array(np.float32(1 / 0.37), "in_m"), numpy_helper.from_array(np.float32(-128), "in_lo"),
+                  numpy_helper.from_array(np.float32(127), "in_hi")]
+        nodes += [helper.make_node("Mul", ["input", "in_m"], ["in_scaled"], name="in_quant_mul"),
+                  helper.make_node("Round", ["in_scaled"], ["in_rounded"], name="in_quant_round"),
+                  helper.make_node("Clip", ["in_rounded", "in_lo", "in_hi"], ["in_q"], name="in_quant_clip")]
+        x = "in_q"
+        calib = [c * np.float32(0.37) for c in calib]
     layers = [("conv_a", 3, 8, True, True, True), ("conv_b", 8, 8, False, True, False),
               ("conv_c", 8, 16, True, True, False), ("conv_d", 16, 4, False, False, False)]
     for name, cin, cout, relu, bias, behind_mul in layers:
@@ -70,6 +81,14 @@ def float_form() -> onnx.ModelProto:
                   helper.make_node("Round", [f"{name}_scaled"], [f"{name}_rounded"], name=f"{name}_quant_round"),
                   helper.make_node("Clip", [f"{name}_rounded", f"{name}_lo", f"{name}_hi"], [f"{name}_q"], name=f"{name}_quant_clip")]
         x = f"{name}_q"
+        if inner_quantizer and name == "conv_b":
+            inits += [numpy_helper.from_array(np.float32(0.5), "half"), numpy_helper.from_array(np.float32(0.8), "inner_m"),
+                      numpy_helper.from_array(np.float32(-128), "inner_lo"), numpy_helper.from_array(np.float32(127), "inner_hi")]
+            nodes += [helper.make_node("Mul", [x, "half"], ["halved"], name="inner_float_mul"),
+                      helper.make_node("Mul", ["halved", "inner_m"], ["inner_scaled"], name="inner_quant_mul"),
+                      helper.make_node("Round", ["inner_scaled"], ["inner_rounded"], name="inner_quant_round"),
+                      helper.make_node("Clip", ["inner_rounded", "inner_lo", "inner_hi"], ["inner_q"], name="inner_quant_clip")]
+            x = "inner_q"
     g = helper.make_graph(nodes, "aidge_float_form", [helper.make_tensor_value_info("input", TensorProto.FLOAT, SHAPE)],
                           [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 4, 12, 12])], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
@@ -178,8 +197,9 @@ def test_a_conv_that_breaks_the_chain_stays_and_says_why(tmp_path):
     onnx.save(m, src)
     r = run_qconv("convert", src, dst, "--format", "qop", "-v")
     assert r.returncode == 0, r.stderr
-    assert "conv_c: not lifted from the float Aidge form: its input's integers do not come from a lifted conv's QuantizeLinear" in r.stderr
-    assert op_counts(dst).get("QLinearConv") == 1  # conv_a only
+    assert "conv_b: not lifted from the float Aidge form: its weight holds integers outside int8's [-128, 127]" in r.stderr
+    # conv_c's chain starts again at conv_b's quantizer (its scale 1/M, zero point 0)
+    assert op_counts(dst).get("QLinearConv") == 3 and op_counts(dst).get("Conv") == 1
     xs = integer_inputs(3, 5)
     assert max_abs_diff(reference.outputs(src, xs), reference.outputs(dst, xs)) <= 1.0
 
@@ -225,4 +245,28 @@ def test_a_deep_chain_keeps_its_scales_inside_float_range(tmp_path):
     xs = integer_inputs(3, 6)
     got = reference.outputs(dst, xs)
     assert max_abs_diff(reference.outputs(src, xs), got) <= 1.0
+    ort_agrees(dst, xs, 1.0, got)
+
+
+@pytest.mark.parametrize("where", ["input", "inner"])
+def test_the_chain_starts_at_any_quantizer(where, tmp_path):
+    """Issue 28: an input quantizer (the same Mul(M) -> Round -> Clip as every layer), or a fresh one
+    inside the graph after a float op: every conv fuses, within one step of the form itself."""
+    m = float_form(input_quantizer=where == "input", inner_quantizer=where == "inner")
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "qop.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qop", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "not lifted" not in r.stderr, r.stderr
+    counts = op_counts(dst)
+    assert counts.get("QLinearConv") == 4 and "Conv" not in counts, counts
+    onnx.checker.check_model(onnx.load(dst), full_check=True)
+    xs = integer_inputs(5, 3)
+    if where == "input":
+        xs = [x * np.float32(0.37) for x in xs]  # real values; the input quantizer makes them integers
+        assert "taken to hold int8 integers" not in r.stderr  # the model's own quantizer starts the chain
+    want, got = reference.outputs(src, xs), reference.outputs(dst, xs)
+    assert max_abs_diff(want, got) <= 1.0
+    n, total = differing(want, got)
+    assert n <= max(1, total // 100), f"{n} of {total} differ"
     ort_agrees(dst, xs, 1.0, got)

@@ -1,6 +1,7 @@
 // lift-float-form: the seeds' own Aidge form (seed 001's "Aidge quantization", held in float
-// tensors) becomes QDQ with absolute scales chained from the input quantizer, so that
-// fuse-qlinear-conv fuses every conv of it.
+// tensors) becomes QDQ with absolute scales chained from a quantizer (the input's, one inside
+// the graph, or a Q(1) the lift adds at a float graph input), so that fuse-qlinear-conv fuses
+// every conv of it.
 //
 // Before (after fold-producers has folded the weights' Mul(SF) -> Round, and
 // lower-primitive-qdq has written each Mul(M) -> Round -> Clip quantizer as Q(1/M) -> Cast):
@@ -23,7 +24,9 @@
 //   2. its bias, if any, is a constant float tensor of integers that fit int32;
 //   3. its input is a float graph input (read as int8 integers: a Q(1) is inserted, and a
 //      warning says so), or Cast(to float) of a tensor a lifted conv's QuantizeLinear produced,
-//      directly or through a Clip on the integers;
+//      or any other QuantizeLinear with a constant scalar scale and zero point 0 (an input
+//      quantizer, or one inside the graph: the chain starts at its scale), directly or through
+//      a Clip on the integers;
 //   4. its output's one reader is a QuantizeLinear with a constant scalar float scale and an
 //      int8/uint8 zero point, directly or through a Relu that has no other reader (dropped when
 //      a Clip on the integers after the Q starts at the zero point or above: Q(Relu(v)) is
@@ -83,6 +86,21 @@ struct Chained {
   ir::Value* zero_point;  // the QuantizeLinear's
 };
 
+/// A chain's start: `q` made by a QuantizeLinear of any float tensor (an input quantizer, or
+/// one inside the graph) with a constant scalar normal scale and a constant int8/uint8 zero
+/// point 0: its integers are that tensor at that scale, and Cast(q) = DQ(q, s, 0) / s.
+std::optional<Chained> chainStart(const ir::Value* q) {
+  ir::Node* quantizer = q->producer();
+  if (!quantizer || !isQuantize(*quantizer) || quantizer->inputs().size() < 3) return std::nullopt;
+  auto s = constantScalar(quantizer->input(1));
+  ir::Value* zp = quantizer->input(2);
+  if (!s || !normal(*s) || !zp->isConstant() || !ir::isInt8Like(zp->initializer()->data_type())) return std::nullopt;
+  std::string why;
+  auto z = ir::readInts(*zp, &why);
+  if (!z || z->size() != 1 || (*z)[0] != 0) return std::nullopt;
+  return Chained{*s, zp};
+}
+
 struct Lift {
   ir::Node* conv;
   std::vector<int64_t> w, b;
@@ -112,7 +130,9 @@ struct LiftFloatForm {
 
   Match<Group> select(ir::Node& n) {
     auto w = integers(n.input(1), -128, 127);  // (1), read once
-    if (!w) return Match<Group>::none();       // a float conv: not this form
+    if (!w && integers(n.input(1), -1e30, 1e30))
+      return Match<Group>::refuse("its weight holds integers outside int8's [-128, 127]");
+    if (!w) return Match<Group>::none();  // a float conv: not this form
     if (opset < 10)  // (6)
       return Match<Group>::refuse(fmt::format("QuantizeLinear needs opset 10, the model has {}", opset));
     if (!allowed)
@@ -133,10 +153,13 @@ struct LiftFloatForm {
         return Match<Group>::refuse("its input is neither a float graph input nor Cast(to float) of quantized integers");
       ir::Value* src = cast->input(0);
       auto it = chained.find(throughClip(src));
-      if (it == chained.end())
-        return Match<Group>::refuse("its input's integers do not come from a lifted conv's QuantizeLinear");
+      std::optional<Chained> start;
+      if (it == chained.end()) start = chainStart(throughClip(src));
+      if (it == chained.end() && !start)
+        return Match<Group>::refuse("its input's integers come neither from a lifted conv's QuantizeLinear nor from a "
+                                    "quantizer with a constant scalar scale and zero point 0");
       g.x_int = src;
-      g.x = it->second;
+      g.x = start ? *start : it->second;
     }
     ir::Node* next = hasSingleReader(n.output(0)) ? n.output(0)->uses()[0].node : nullptr;  // (4)
     if (next && next->is("Relu")) {
