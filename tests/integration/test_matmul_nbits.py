@@ -185,3 +185,72 @@ def test_inspect_and_verify_read_matmul_nbits(tmp_path):
     assert [t["type"] for t in i["quantized_tensors"]] == ["4-bit, packed in uint8"] * 2
     v = run_qconv("verify", src, "--json")
     assert v.returncode == 0 and json.loads(v.stdout)["quantized_tensors"] == 2
+
+
+# --- GatherBlockQuantized <-> DequantizeLinear(block_size) -> Gather (4-bit embedding tables) ---
+
+IDS = np.array([[0, 5, 49, 3, 3, 17, 8], [1, 2, 40, 41, 9, 0, 33]], np.int64)
+
+
+def embedding_model(path):
+    """Gather over a [50, 64] table, then a MatMul: what onnxruntime's weight-only quantizer
+    makes GatherBlockQuantized and MatMulNBits of."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    rng = np.random.default_rng(0)
+    g = h.make_graph([h.make_node("Gather", ["emb", "ids"], ["e"], "gather"), h.make_node("MatMul", ["e", "w"], ["y"], "mm")],
+                     "g", [h.make_tensor_value_info("ids", T.INT64, [2, 7])], [h.make_tensor_value_info("y", T.FLOAT, [2, 7, 32])],
+                     [nh.from_array(rng.normal(0, 1, (50, 64)).astype(np.float32), "emb"),
+                      nh.from_array(rng.normal(0, .2, (64, 32)).astype(np.float32), "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    m.ir_version = 8
+    cfg = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=True, bits=4, op_types_to_quantize=("MatMul", "Gather"))
+    q = MatMulNBitsQuantizer(m, algo_config=cfg)
+    q.process()
+    onnx.save(q.model.model, path)
+    return path
+
+
+def test_gather_block_quantized_both_ways(tmp_path):
+    src = embedding_model(str(tmp_path / "emb.onnx"))
+    assert ("com.microsoft", "GatherBlockQuantized") in ops(src)
+    qdq, back = str(tmp_path / "qdq.onnx"), str(tmp_path / "back.onnx")
+    r = run_qconv("convert", src, qdq, "--format", "qdq", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "1 GatherBlockQuantized lowered to DequantizeLinear(block_size) -> Gather" in r.stderr
+    assert [op for _, op in ops(qdq)] == ["DequantizeLinear", "Gather", "DequantizeLinear", "MatMul"]
+    onnx.checker.check_model(onnx.load(qdq), full_check=True)
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"ids": IDS})[0]
+    agree(onnx.reference.ReferenceEvaluator(qdq).run(None, {"ids": IDS})[0], want)
+    r = run_qconv("convert", qdq, back, "--format", "qop", "--contrib", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "1 Gather fused to GatherBlockQuantized" in r.stderr and "left as they were" not in r.stderr
+    assert sorted(op for _, op in ops(back)) == ["GatherBlockQuantized", "MatMulNBits"]
+    agree(ort.InferenceSession(back, providers=["CPUExecutionProvider"]).run(None, {"ids": IDS})[0], want)
+    i = json.loads(run_qconv("inspect", src, "--json").stdout)
+    assert len(i["quantized_tensors"]) == 2
+
+
+def test_a_uint4_table_with_zero_points_fuses_and_one_without_stays_named(tmp_path):
+    src = embedding_model(str(tmp_path / "emb.onnx"))
+    qdq = str(tmp_path / "qdq.onnx")
+    assert run_qconv("convert", src, qdq, "--format", "qdq").returncode == 0
+    m = onnx.load(qdq)
+    table = next(t for t in m.graph.initializer if t.name == m.graph.node[0].input[0])
+    values = nh.to_array(table).astype(np.int32) + 8  # the same numbers as uint4 at zero point 8
+    table.CopyFrom(h.make_tensor(table.name, T.UINT4, values.shape, values.ravel().tolist()))
+    scales = next(t for t in m.graph.initializer if t.name == m.graph.node[0].input[1])
+    m.graph.initializer.append(h.make_tensor("table_zero", T.UINT4, list(scales.dims), [8] * int(np.prod(scales.dims))))
+    m.graph.node[0].input.append("table_zero")
+    with_zero = str(tmp_path / "uint4.onnx")
+    onnx.save(m, with_zero)
+    want = onnx.reference.ReferenceEvaluator(qdq).run(None, {"ids": IDS})[0]
+    out = str(tmp_path / "out.onnx")
+    r = run_qconv("convert", with_zero, out, "--format", "qop", "--contrib", "-v")
+    assert r.returncode == 0 and "1 Gather fused to GatherBlockQuantized" in r.stderr, r.stderr
+    agree(ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"ids": IDS})[0], want)
+    del m.graph.node[0].input[2]  # uint4 without zero points: 0 in the standard op, 8 in onnxruntime's
+    m.graph.initializer.remove(next(t for t in m.graph.initializer if t.name == "table_zero"))
+    onnx.save(m, with_zero)
+    r = run_qconv("convert", with_zero, out, "--format", "qop", "--contrib", "-v")
+    assert r.returncode == 0
+    assert "not fused to GatherBlockQuantized: a uint4 table without zero points" in r.stderr, r.stderr

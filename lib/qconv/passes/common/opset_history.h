@@ -30,6 +30,13 @@ bool isKnownOperator(const std::string& op, int64_t opset);
 /// empty when it does (the rules above).
 std::string opsetChangeBlocker(const ir::Node& n, int64_t lo, int64_t hi);
 
+/// Why `model`'s default opset cannot be raised from `from` to `to`: the first ai.onnx node
+/// that does not keep its meaning, named; empty when every one does (or from >= to).
+std::string opsetRaiseBlocker(const ir::Model& model, int64_t from, int64_t to);
+
+/// Declare `model`'s default opset `to` (ai.onnx, "" or "ai.onnx").
+void declareOpset(ir::Model& model, int64_t to);
+
 /// Throws Error(Usage) unless qconv knows ai.onnx opset `target`.
 void checkOpsetFlag(int64_t target);
 

@@ -52,14 +52,7 @@ struct LowerMatMulNBits {
 
   const std::string& blockerFor(int64_t needed) {
     auto [it, fresh] = blockers.emplace(needed, "");
-    if (fresh && opset < needed)
-      for (const ir::Node* n : model.graph.nodes())
-        if (n->domain().empty())
-          if (std::string why = opsetChangeBlocker(*n, opset, needed); !why.empty()) {
-            it->second = fmt::format("node '{}' ({}) does not keep its meaning from opset {} to {}: {}", n->label(),
-                                     n->opType(), opset, needed, why);
-            break;
-          }
+    if (fresh) it->second = opsetRaiseBlocker(model, opset, needed);
     return it->second;
   }
 
@@ -181,8 +174,7 @@ void lowerMatMulNBits(ir::Model& model, PassContext& ctx) {
   LowerMatMulNBits rule{model, ir::defaultOpset(model), {}, 0};
   applyRule(model.graph, ctx, rule);
   if (rule.raise_to > rule.opset) {
-    for (auto& op : *model.shell.mutable_opset_import())
-      if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(rule.raise_to);
+    declareOpset(model, rule.raise_to);
     ctx.report(Report::Done, model.path, fmt::format("default opset raised from {} to {} for the blocked DequantizeLinear",
                                                      rule.opset, rule.raise_to));
   }

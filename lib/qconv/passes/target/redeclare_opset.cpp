@@ -138,6 +138,21 @@ struct RedeclareOpset {
 
 std::string opsetChangeBlocker(const ir::Node& n, int64_t lo, int64_t hi) { return checkNode(n, lo, hi); }
 
+std::string opsetRaiseBlocker(const ir::Model& model, int64_t from, int64_t to) {
+  if (from >= to) return "";
+  for (const ir::Node* n : model.graph.nodes())
+    if (n->domain().empty())
+      if (std::string why = checkNode(*n, from, to); !why.empty())
+        return fmt::format("node '{}' ({}) does not keep its meaning from opset {} to {}: {}", n->label(), n->opType(), from,
+                           to, why);
+  return "";
+}
+
+void declareOpset(ir::Model& model, int64_t to) {
+  for (auto& op : *model.shell.mutable_opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(to);
+}
+
 void checkOpsetFlag(int64_t target) {
   const int64_t newest = newestKnownOpset();
   if (target < 1 || target > newest)
@@ -158,8 +173,7 @@ void redeclareOpset(ir::Model& model, PassContext& ctx) {
   RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target), false};
   applyRule(model.graph, ctx, rule);
   if (ctx.reports(Report::Unconvertible).size() != before) return;  // refuse-foreign-ops refuses the model
-  for (auto& op : *model.shell.mutable_opset_import())
-    if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(target);
+  declareOpset(model, target);
 }
 
 int64_t newestKnownOpset() {
