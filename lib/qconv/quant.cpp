@@ -54,6 +54,7 @@ std::optional<std::pair<float, float>> clipBounds(const ir::Node& clip, std::str
 }
 
 int64_t knownRank(const ir::Value* v) {
+  if (!v) return -1;  // an absent input (found by the fuzzer: a QOp node without its data input)
   if (v->initializer()) return v->initializer()->dims_size();
   if (v->info() && v->info()->type().has_tensor_type() && v->info()->type().tensor_type().has_shape())
     return v->info()->type().tensor_type().shape().dim_size();

@@ -54,7 +54,7 @@ std::optional<float> constantScalar(const ir::Value* v);
 /// when a bound input is not a constant float scalar (*why names which, when given).
 std::optional<std::pair<float, float>> clipBounds(const ir::Node& clip, std::string* why = nullptr);
 
-/// Rank of a value when known (initializer dims or value_info shape), else -1.
+/// Rank of a value when known (initializer dims or value_info shape), else -1 (also for null).
 int64_t knownRank(const ir::Value* v);
 
 /// QuantizeLinear's formula for one element: saturate(round_half_even(x / scale) + zp).

@@ -17,8 +17,8 @@ OUT = os.path.join(HERE, "corpus")
 
 
 def model(nodes, inits, inputs=(("x", [1, 3, 4, 4]),), outputs=(("y", [1, 3, 4, 4]),), opset=21, ir=10, domains=()):
-    """IR 10 (newer than the ONNX checker in Debian's libonnx): qconv's own checks must catch
-    what is wrong, not the checker."""
+    """IR 10 by default: the checker judges validity; qconv's own checks must catch what its
+    passes rely on and the checker does not check."""
     g = helper.make_graph(nodes, "hostile",
                           [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
                           [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs], inits)

@@ -236,3 +236,21 @@ def test_a_conv_whose_weight_rank_is_not_its_inputs_is_no_crash(tmp_path):
     for fmt in ("qop", "qdq"):
         r = run_qconv("convert", src, dst, "--format", fmt)
         assert r.returncode in (0, 3), r.stderr  # no signal: bad input at worst, never a crash
+
+
+def test_a_contrib_pool_without_its_data_input_stays_named(tmp_path):
+    """Found by the fuzzer (issue 28's CI, UBSan): unfuse-qop read the rank of an absent input."""
+    from onnx import TensorProto, helper
+    gap = helper.make_node("QLinearGlobalAveragePool", ["", "x_zp", "y_s", "y_zp"], ["y"], name="op", domain="com.microsoft",
+                           channels_last=1)
+    g = helper.make_graph([gap], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 3, 1, 1])],
+                          [helper.make_tensor("y_s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("x_zp", TensorProto.UINT8, [], [0]),
+                           helper.make_tensor("y_zp", TensorProto.UINT8, [], [0])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 7
+    src = str(tmp_path / "in.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qdq", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "op: stays com.microsoft QLinearGlobalAveragePool: channels_last is set and the input's rank is not known" in r.stderr

@@ -7,6 +7,7 @@ onnxruntime itself runs the standard form approximately by default: its optimize
 DequantizeLinear(block_size) -> MatMul into MatMulNBits with accuracy_level 4 (A quantized to
 int8) unless the session says session.qdq_matmulnbits_accuracy_level = 0 (docs/targets.md)."""
 import json
+import os
 
 import numpy as np
 import onnx
@@ -254,3 +255,31 @@ def test_a_uint4_table_with_zero_points_fuses_and_one_without_stays_named(tmp_pa
     r = run_qconv("convert", with_zero, out, "--format", "qop", "--contrib", "-v")
     assert r.returncode == 0
     assert "not fused to GatherBlockQuantized: a uint4 table without zero points" in r.stderr, r.stderr
+
+
+def test_a_large_weight_with_external_data_both_ways(tmp_path):
+    """A weight of 1 MiB or more, repacked, leaves memory for a temporary file until the writer
+    copies it into the output's data file (ir::ByteKeeper): LLM weights are repacked one at a time."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    rng = np.random.default_rng(5)
+    k, n = 2048, 1536
+    g = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"], "mm")], "g", [h.make_tensor_value_info("x", T.FLOAT, [3, k])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [3, n])], [nh.from_array(rng.normal(0, .1, (k, n)).astype(np.float32), "w")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    m.ir_version = 10
+    q = MatMulNBitsQuantizer(m, algo_config=DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=False, bits=4))
+    q.process()
+    src = str(tmp_path / "nbits.onnx")
+    onnx.save(q.model.model, src, save_as_external_data=True, location="nbits.onnx.data", size_threshold=1024)
+    qdq, back = str(tmp_path / "qdq.onnx"), str(tmp_path / "back.onnx")
+    for a, b, flags in ((src, qdq, ["--format", "qdq"]), (qdq, back, ["--format", "qop", "--contrib"])):
+        r = run_qconv("convert", a, b, *flags)
+        assert r.returncode == 0, r.stderr
+        assert [f for f in os.listdir(tmp_path) if f.startswith(os.path.basename(b) + ".") and f.endswith(".data")]
+    x = rng.normal(0, 1, (3, k)).astype(np.float32)
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    agree(onnx.reference.ReferenceEvaluator(qdq).run(None, {"x": x})[0], want)
+    agree(ort.InferenceSession(back, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0], want)
+    a = sorted(nh.to_array(t, base_dir=str(tmp_path)).tobytes() for t in onnx.load(src, load_external_data=False).graph.initializer)
+    b = sorted(nh.to_array(t, base_dir=str(tmp_path)).tobytes() for t in onnx.load(back, load_external_data=False).graph.initializer)
+    assert a == b

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <charconv>
 #include <cstring>
 #include <initializer_list>
@@ -47,6 +48,30 @@ ExternalFiles::~ExternalFiles() {
   for (auto& [_, fd] : fds_) close(fd);
   if (dirfd_ >= 0) close(dirfd_);
   if (modelFd_ >= 0) close(modelFd_);
+  if (keptFd_ >= 0) close(keptFd_);
+}
+
+ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, const std::string& bytes) {
+  if (keptFd_ < 0) {
+    const char* env = std::getenv("TMPDIR");
+    const std::string dir = env && *env ? env : "/tmp";
+    keptFd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (keptFd_ < 0)
+      throw Error(ExitCode::Output, fmt::format("{}: cannot make a temporary file in {} for the tensors qconv makes: {}",
+                                                modelPath_, dir, sysError()));
+  }
+  const uint64_t offset = keptSize_;
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t w = pwrite(keptFd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      throw Error(ExitCode::Output, fmt::format("{}: cannot write the temporary file of the tensors qconv makes: {}",
+                                                modelPath_, w < 0 ? sysError() : "no space"));
+    done += static_cast<size_t>(w);
+  }
+  keptSize_ += bytes.size();
+  return addSpan(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(bytes.size())}}, keptFd_, offset,
+                 bytes.size(), false, fmt::format("{}: tensor '{}' qconv made", modelPath_, t.name()));
 }
 
 void ExternalFiles::adoptModelFile(int fd) {
@@ -167,12 +192,12 @@ ir::FileBytes ExternalFiles::resolve(onnx::TensorProto& t, const std::string& wh
       throw bad(fmt::format("{} '{}' is not a non-negative decimal number", k, e.value()));
   }
   if (!haveLocation) throw bad("has no location");
-  const uint64_t width = ir::byteWidth(t.data_type());
-  if (width == 0) throw bad(fmt::format("of type {} is not supported", ir::typeName(t.data_type())));
-  const auto n = ir::numElements(t);
-  if (!n || static_cast<uint64_t>(*n) > std::numeric_limits<int64_t>::max() / width)
+  if (!ir::byteWidth(t.data_type()) && !ir::dataBytes(t) && ir::numElements(t))
+    throw bad(fmt::format("of type {} is not supported", ir::typeName(t.data_type())));
+  const auto bytes = ir::dataBytes(t);
+  if (!bytes || *bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     throw bad("belongs to a tensor with invalid or absurd dims");
-  const uint64_t need = static_cast<uint64_t>(*n) * width;
+  const uint64_t need = *bytes;
   if (haveLength && length != need)
     throw bad(fmt::format("length {} is not the {} bytes the tensor's type and dims need", length, need));
 

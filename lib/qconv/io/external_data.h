@@ -54,7 +54,7 @@ inline const FileRange* findRange(const FileBacked* file_backed, const onnx::Ten
 
 /// The files the tensors of one model read from: its external data files, and the model file
 /// itself for the initializers the reader left there (io/splice.h). Closes them when destroyed.
-class ExternalFiles : public ir::ByteSource {
+class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
  public:
   explicit ExternalFiles(std::string modelPath);
   ~ExternalFiles() override;
@@ -78,6 +78,11 @@ class ExternalFiles : public ir::ByteSource {
 
   void read(uint32_t span, uint64_t at, uint64_t n, char* out) const override;
 
+  /// ir::ByteKeeper: `bytes` appended to an unnamed temporary file (O_TMPFILE in $TMPDIR or
+  /// /tmp, gone when this closes it), `t` file-backed by them. Throws Error(Output) when the
+  /// file cannot be written.
+  ir::FileBytes keep(onnx::TensorProto& t, const std::string& bytes) override;
+
   /// The file range of `bytes`, which this made.
   FileRange range(const ir::FileBytes& bytes) const;
 
@@ -99,6 +104,8 @@ class ExternalFiles : public ir::ByteSource {
   std::string modelPath_;
   int dirfd_ = -1;
   int modelFd_ = -1;
+  int keptFd_ = -1;        // the temporary file of keep()
+  uint64_t keptSize_ = 0;
   std::map<std::string, int> fds_;  // location -> fd
   std::vector<std::pair<uint64_t, uint64_t>> ids_;
 };

@@ -70,13 +70,11 @@ constexpr uint64_t kMaxInlinedBytes = uint64_t{64} << 20;
 void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std::string& where) {
   auto inlineOne = [&](onnx::TensorProto& t) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
-    const auto count = ir::numElements(t);
-    const uint64_t width = ir::byteWidth(t.data_type());
-    if (count && width && static_cast<uint64_t>(*count) > kMaxInlinedBytes / width)
+    if (const auto bytes = ir::dataBytes(t); bytes && *bytes > kMaxInlinedBytes)
       throw Error(ExitCode::Unsupported,
                   fmt::format("{}: a tensor of {} bytes of external data inside an attribute: qconv reads those into "
                               "the model, up to {} MiB each (a main-graph Constant's stays in its file)",
-                              where, static_cast<uint64_t>(*count) * width, kMaxInlinedBytes >> 20));
+                              where, *bytes, kMaxInlinedBytes >> 20));
     files.inlineBytes(t, where);
   };
   auto refuseSparse = [&](const onnx::SparseTensorProto& s) {
@@ -140,6 +138,7 @@ ir::Model importModel(InputModel input, const std::string& path) {
 
   std::shared_ptr<ExternalFiles> files = input.files ? input.files : std::make_shared<ExternalFiles>(path);
   model.byte_source = files;
+  model.byte_keeper = files;
   auto span = input.spans.begin();
   int initializer = 0;
   for (auto& t : extractAll(g->mutable_initializer())) {

@@ -68,9 +68,8 @@ bool canStayInFile(const TensorProto& t, uint64_t length) {
       t.int32_data_size() || t.string_data_size() || t.int64_data_size() || t.double_data_size() ||
       t.uint64_data_size())
     return false;
-  const uint64_t width = ir::byteWidth(t.data_type());
-  const auto n = ir::numElements(t);
-  return width && n && static_cast<uint64_t>(*n) <= length / width && static_cast<uint64_t>(*n) * width == length;
+  const auto bytes = ir::dataBytes(t);
+  return bytes && *bytes == length;
 }
 
 }  // namespace

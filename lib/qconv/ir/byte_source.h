@@ -6,6 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+
+namespace onnx {
+class TensorProto;
+}  // namespace onnx
 
 namespace qconv::ir {
 
@@ -23,6 +28,15 @@ struct FileBytes {
   uint32_t span = 0;
   uint64_t length = 0;
   explicit operator bool() const { return source != nullptr; }
+};
+
+/// Where a pass puts the bytes of a large tensor it made (a repacked weight), so that they leave
+/// memory until the writer copies them into the output: io implements it with a temporary file.
+class ByteKeeper {
+ public:
+  virtual ~ByteKeeper() = default;
+  /// `t` (dims and type set, no data) becomes file-backed with `bytes` as its data.
+  virtual FileBytes keep(onnx::TensorProto& t, const std::string& bytes) = 0;
 };
 
 }  // namespace qconv::ir

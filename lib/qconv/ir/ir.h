@@ -248,6 +248,9 @@ struct Model {
   /// What the file-backed initializers read from (io::ExternalFiles, which holds the files
   /// open): kept alive with the model, and with the protos emitted from it while they are used.
   std::shared_ptr<const ByteSource> byte_source;
+  /// Where passes put the large tensors they make (the same io::ExternalFiles), or null: then
+  /// those tensors stay in memory.
+  std::shared_ptr<ByteKeeper> byte_keeper;
 };
 
 /// The model's default-domain ("" or "ai.onnx") opset version, 0 when it imports none.

@@ -471,6 +471,17 @@ const char* typeName(int32_t dt) {
   }
 }
 
+std::optional<uint64_t> dataBytes(const TensorProto& t) {
+  const auto n = numElements(t);
+  if (!n) return std::nullopt;
+  const uint64_t count = static_cast<uint64_t>(*n);
+  const int bits = t.data_type() == TensorProto::FLOAT4E2M1 ? 4 : packedBits(t.data_type());
+  if (bits) return count / 8 * static_cast<uint64_t>(bits) + (count % 8 * static_cast<uint64_t>(bits) + 7) / 8;
+  const uint64_t width = byteWidth(t.data_type());
+  if (!width || count > std::numeric_limits<uint64_t>::max() / width) return std::nullopt;
+  return count * width;
+}
+
 int packedBits(int32_t dt) {
   switch (dt) {
     case TensorProto::UINT4:

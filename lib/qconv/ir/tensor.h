@@ -65,6 +65,10 @@ std::vector<int64_t> dimsOf(const onnx::TensorProto& t);
 
 /// Bytes per element of a fixed-width type; 0 for STRING, packed and unknown types.
 size_t byteWidth(int32_t data_type);
+/// The bytes raw_data (or external data) holds for `t`'s dims and type: count * width, or for a
+/// packed type (int4, uint4, int2, uint2, float4e2m1) ceil(count * bits / 8); nullopt for a type
+/// of no fixed width (STRING, unknown) or dims that are invalid or overflow.
+std::optional<uint64_t> dataBytes(const onnx::TensorProto& t);
 
 /// What is wrong with an inline tensor's storage: negative or overflowing dims, raw_data or a
 /// typed field holding another count than the dims need. Empty when nothing is (or the type

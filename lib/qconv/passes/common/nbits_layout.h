@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "qconv/ir/ir.h"
@@ -35,6 +36,21 @@ inline void pack(std::string& bytes, uint64_t i, int64_t bits, unsigned v) {
   const uint64_t per = 8 / static_cast<uint64_t>(bits);
   bytes[i / per] = static_cast<char>(static_cast<uint8_t>(bytes[i / per]) | ((v & ((1u << bits) - 1)) << ((i % per) * static_cast<uint64_t>(bits))));
 }
+
+/// out[c][r] = in[r][c] for a rows x cols matrix of 4-bit values (both even), rows of
+/// `in_stride` and `out_stride` bytes, each value XORed with `flip` (8: int4 <-> int4 + 8 mod 16).
+/// In 64 x 64 tiles, two values a byte: the fast path of both repackings.
+void transposeNibbles(const std::string& in, uint64_t in_stride, uint64_t rows, uint64_t cols, std::string& out,
+                      uint64_t out_stride, unsigned flip);
+
+/// out[c][r] = in[r][c] for a rows x cols matrix of `width`-byte elements (the scales).
+std::string transposeElements(const std::string& in, uint64_t rows, uint64_t cols, size_t width);
+
+/// A new initializer of `t` with `bytes` as its data: for 1 MiB or more, kept out of memory by
+/// `keeper` (the model's ir::ByteKeeper) when there is one, so that repacking an LLM's weights
+/// holds one tensor at a time; else inline.
+ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
+                         std::unique_ptr<onnx::TensorProto> t, std::string bytes);
 
 /// The bytes of a constant as raw_data would hold them: inline raw_data, its file, or a typed
 /// field (float_data; int32_data of a 1- or 2-byte type). Empty with *why when it cannot.

@@ -32,6 +32,7 @@ namespace {
 using onnx::TensorProto;
 
 struct FuseMatMulNBits {
+  ir::ByteKeeper* keeper;  // where the repacked weights go (nbits::addMadeTensor)
   struct Group {
     ir::Node* dq;
     ir::Node* matmul;
@@ -96,29 +97,27 @@ struct FuseMatMulNBits {
     // block_size (the kernel reads K of them; onnxruntime's quantizer pads so)
     const uint64_t padded = blocks * block;
     std::string b((N * padded * bits + 7) / 8, '\0');
-    for (uint64_t col = 0; col < N; ++col)
-      for (uint64_t k = 0; k < K; ++k) {
-        // a signed q is stored as q + 2^(bits-1): its two's complement bits plus the offset, mod 2^bits
-        nbits::pack(b, col * padded + k, g.bits, (nbits::unpack(xb, k * N + col, g.bits) + offset) & ((1u << g.bits) - 1));
-      }
+    if (g.bits == 4 && K % 2 == 0 && N % 2 == 0) {  // the fast path: whole bytes, in tiles
+      nbits::transposeNibbles(xb, N / 2, K, N, b, padded / 2, offset);
+    } else {
+      for (uint64_t col = 0; col < N; ++col)
+        for (uint64_t k = 0; k < K; ++k)  // a signed q is stored as q + 2^(bits-1): its bits plus the offset, mod 2^bits
+          nbits::pack(b, col * padded + k, g.bits, (nbits::unpack(xb, k * N + col, g.bits) + offset) & ((1u << g.bits) - 1));
+    }
     auto bt = std::make_unique<TensorProto>();
     bt->set_data_type(TensorProto::UINT8);
     for (int64_t d : {g.N, static_cast<int64_t>(blocks), g.block * g.bits / 8}) bt->add_dims(d);
-    bt->set_raw_data(std::move(b));
     // scales[n, b] = scale[b, n]
     const std::string sb = nbits::rawBytes(*scale, &why);
     QCONV_ASSERT(why.empty(), "fuse-matmul-nbits: {}", why);
     const size_t w = ir::byteWidth(scale->initializer()->data_type());
-    std::string st(sb.size(), '\0');
-    for (uint64_t col = 0; col < N; ++col)
-      for (uint64_t blk = 0; blk < blocks; ++blk) st.replace((col * blocks + blk) * w, w, sb, (blk * N + col) * w, w);
+    std::string st = nbits::transposeElements(sb, blocks, N, w);
     auto scales = std::make_unique<TensorProto>();
     scales->set_data_type(scale->initializer()->data_type());
     scales->add_dims(g.N);
     scales->add_dims(static_cast<int64_t>(blocks));
-    scales->set_raw_data(std::move(st));
-    std::vector<ir::Value*> in{g.matmul->input(0), graph.addInitializer(x->name() + "_nbits", std::move(bt)),
-                               graph.addInitializer(scale->name() + "_nbits", std::move(scales))};
+    std::vector<ir::Value*> in{g.matmul->input(0), nbits::addMadeTensor(graph, keeper, x->name() + "_nbits", std::move(bt), std::move(b)),
+                               nbits::addMadeTensor(graph, keeper, scale->name() + "_nbits", std::move(scales), std::move(st))};
     if (!zeros.empty() || !g.is_signed) {  // the default zero point is 2^(bits-1): a signed weight at 0
       // a row's slots past k_blocks hold the default, 2^(bits-1), as onnxruntime's quantizer writes them
       const uint64_t row = (blocks * bits + 7) / 8, slots = row * (8 / bits);
@@ -130,8 +129,7 @@ struct FuseMatMulNBits {
       zt->set_data_type(TensorProto::UINT8);
       zt->add_dims(g.N);
       zt->add_dims(static_cast<int64_t>(row));
-      zt->set_raw_data(std::move(zp));
-      in.push_back(graph.addInitializer(x->name() + "_nbits_zero_points", std::move(zt)));
+      in.push_back(nbits::addMadeTensor(graph, keeper, x->name() + "_nbits_zero_points", std::move(zt), std::move(zp)));
     }
     ir::Node* fused = graph.createNode("MatMulNBits", "com.microsoft", in, 1, g.matmul);
     setIntAttribute(*fused, "K", g.K);
@@ -147,7 +145,7 @@ struct FuseMatMulNBits {
 
 void fuseMatMulNBits(ir::Model& model, PassContext& ctx) {
   if (!ctx.options().contrib) return;
-  FuseMatMulNBits rule;
+  FuseMatMulNBits rule{model.byte_keeper.get()};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -112,10 +112,13 @@ struct LowerMatMulNBits {
     x->add_dims(s.K);
     x->add_dims(s.N);
     std::string packed((K * N * static_cast<uint64_t>(s.bits) + 7) / 8, '\0');
-    for (uint64_t col = 0; col < N; ++col)
-      for (uint64_t k = 0; k < K; ++k)
-        nbits::pack(packed, k * N + col, s.bits, nbits::unpack(b, col * padded + k, s.bits) - offset);
-    x->set_raw_data(std::move(packed));
+    if (s.bits == 4 && K % 2 == 0 && N % 2 == 0) {  // the fast path: whole bytes, in tiles
+      nbits::transposeNibbles(b, padded / 2, N, K, packed, N / 2, offset);
+    } else {
+      for (uint64_t col = 0; col < N; ++col)
+        for (uint64_t k = 0; k < K; ++k)
+          nbits::pack(packed, k * N + col, s.bits, (nbits::unpack(b, col * padded + k, s.bits) - offset) & ((1u << s.bits) - 1));
+    }
 
     // scale[b, n] = scales[n * k_blocks + b], in the scales' own type
     const ir::Value* scales = n.input(2);
@@ -126,13 +129,12 @@ struct LowerMatMulNBits {
     scale->set_data_type(scales->initializer()->data_type());
     scale->add_dims(s.blocks);
     scale->add_dims(s.N);
-    std::string st(sb.size(), '\0');
-    for (uint64_t col = 0; col < N; ++col)
-      for (uint64_t blk = 0; blk < blocks; ++blk) st.replace((blk * N + col) * w, w, sb, (col * blocks + blk) * w, w);
-    scale->set_raw_data(std::move(st));
+    std::string st = nbits::transposeElements(sb, N, blocks, w);
 
-    std::vector<ir::Value*> dq_in{graph.addInitializer(n.input(1)->name() + "_x", std::move(x)),
-                                  graph.addInitializer(scales->name() + "_blocked", std::move(scale))};
+    std::vector<ir::Value*> dq_in{nbits::addMadeTensor(graph, model.byte_keeper.get(), n.input(1)->name() + "_x", std::move(x),
+                                                       std::move(packed)),
+                                  nbits::addMadeTensor(graph, model.byte_keeper.get(), scales->name() + "_blocked",
+                                                       std::move(scale), std::move(st))};
     if (has_zp) {  // zero[b, n] = zero_points' element b of row n
       const std::string zb = nbits::rawBytes(*n.input(3), &why);
       QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
@@ -144,8 +146,8 @@ struct LowerMatMulNBits {
       std::string zt((blocks * N * static_cast<uint64_t>(s.bits) + 7) / 8, '\0');
       for (uint64_t col = 0; col < N; ++col)
         for (uint64_t blk = 0; blk < blocks; ++blk) nbits::pack(zt, blk * N + col, s.bits, nbits::unpack(zb, col * row + blk, s.bits));
-      zero->set_raw_data(std::move(zt));
-      dq_in.push_back(graph.addInitializer(n.input(3)->name() + "_blocked", std::move(zero)));
+      dq_in.push_back(nbits::addMadeTensor(graph, model.byte_keeper.get(), n.input(3)->name() + "_blocked", std::move(zero),
+                                           std::move(zt)));
     }
     ir::Node* dq = graph.createNode("DequantizeLinear", "", dq_in, 1, &n);
     setIntAttribute(*dq, "axis", 0);
