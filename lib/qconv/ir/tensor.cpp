@@ -352,13 +352,13 @@ std::optional<std::vector<float>> readWidenedFloats(const Value& v, std::string*
   return dt == TensorProto::FLOAT16 || dt == TensorProto::BFLOAT16 ? readHalfAsFloats(v, why) : readFloats(v, why);
 }
 
-std::optional<std::vector<float>> readE8M0AsFloats(const Value& v, std::string* why) {
-  QCONV_ASSERT(v.initializer(), "readE8M0AsFloats: value '{}' is not an initializer", v.name());
+namespace {
+
+/// The values of a tensor of `width`-byte float bits (FLOAT16, BFLOAT16: 2; FLOAT8E8M0: 1),
+/// inline, file-backed, or one value per int32_data entry, each widened by `widen`.
+template <typename Widen>
+std::optional<std::vector<float>> readBitsAsFloats(const Value& v, size_t width, Widen widen, std::string* why) {
   const TensorProto& t = *v.initializer();
-  if (t.data_type() != TensorProto::FLOAT8E8M0) {
-    *why = fmt::format("tensor is {}, not float8e8m0", typeName(t.data_type()));
-    return std::nullopt;
-  }
   int64_t n = 0;
   const std::string* raw = nullptr;
   std::string holder;
@@ -369,41 +369,41 @@ std::optional<std::vector<float>> readE8M0AsFloats(const Value& v, std::string* 
   }
   std::vector<float> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const unsigned e = raw ? static_cast<uint8_t>((*raw)[static_cast<size_t>(i)])
-                           : static_cast<unsigned>(t.int32_data(static_cast<int>(i))) & 0xffu;
-    // 2^(e - 127); 255 is NaN. 2^-127 (e = 0) is a float32 subnormal, which ldexp gives exactly.
-    out[static_cast<size_t>(i)] = e == 255 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(e) - 127);
+    const auto bits = static_cast<uint16_t>(raw ? (width == 1 ? static_cast<uint8_t>((*raw)[static_cast<size_t>(i)]) : loadRaw<uint16_t>(*raw, i))
+                                                : static_cast<uint32_t>(t.int32_data(static_cast<int>(i))) & (width == 1 ? 0xffu : 0xffffu));
+    out[static_cast<size_t>(i)] = widen(bits);
   }
   return out;
 }
 
+}  // namespace
+
+std::optional<std::vector<float>> readE8M0AsFloats(const Value& v, std::string* why) {
+  QCONV_ASSERT(v.initializer(), "readE8M0AsFloats: value '{}' is not an initializer", v.name());
+  if (v.initializer()->data_type() != TensorProto::FLOAT8E8M0) {
+    *why = fmt::format("tensor is {}, not float8e8m0", typeName(v.initializer()->data_type()));
+    return std::nullopt;
+  }
+  // 2^(e - 127); 255 is NaN. 2^-127 (e = 0) is a float32 subnormal, which ldexp gives exactly.
+  return readBitsAsFloats(v, 1, [](uint16_t e) {
+    return e == 255 ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(e) - 127);
+  }, why);
+}
+
 std::optional<std::vector<float>> readHalfAsFloats(const Value& v, std::string* why) {
   QCONV_ASSERT(v.initializer(), "readHalfAsFloats: value '{}' is not an initializer", v.name());
-  const TensorProto& t = *v.initializer();
-  const int32_t dt = t.data_type();
+  const int32_t dt = v.initializer()->data_type();
   if (dt != TensorProto::FLOAT16 && dt != TensorProto::BFLOAT16) {
     *why = fmt::format("tensor is {}, not float16 or bfloat16", typeName(dt));
     return std::nullopt;
   }
-  int64_t n = 0;
-  const std::string* raw = nullptr;
-  std::string holder;
-  if (!checkStorage(t, v.fileBytes(), &n, &raw, holder, why)) return std::nullopt;
-  if (!raw && t.int32_data_size() != n) {  // the bits, one value per int32
-    *why = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), n);
-    return std::nullopt;
-  }
-  std::vector<float> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t bits = raw ? loadRaw<uint16_t>(*raw, i) : static_cast<uint16_t>(t.int32_data(static_cast<int>(i)));
-    if (dt == TensorProto::FLOAT16) {
-      out[i] = halfToFloat(bits);
-    } else {
-      const uint32_t wide = static_cast<uint32_t>(bits) << 16;
-      std::memcpy(&out[i], &wide, sizeof(float));
-    }
-  }
-  return out;
+  return readBitsAsFloats(v, 2, [dt](uint16_t bits) {
+    if (dt == TensorProto::FLOAT16) return halfToFloat(bits);
+    const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &wide, sizeof f);
+    return f;
+  }, why);
 }
 
 std::optional<std::vector<int64_t>> readInts(const TensorProto& t, std::string* why) { return readInts(t, {}, why); }
