@@ -38,7 +38,8 @@ TensorSummary summarize(const analysis::QuantSite& s) {
   int32_t type = s.zero_point && s.zero_point->isConstant() ? s.zero_point->initializer()->data_type() : s.tensor->elemType();
   if (!type && !s.zero_point) type = static_cast<int32_t>(s.node->attrInt("output_dtype", 0));
   if (!type && !s.zero_point) type = onnx::TensorProto::UINT8;  // QuantizeLinear's default
-  t.type = s.packed ? fmt::format("{}-bit, packed in uint8", s.node->attrInt("bits", 4)) : ir::typeName(type);
+  const bool in_uint8 = s.packed && s.tensor->elemType() == onnx::TensorProto::UINT8;  // MatMulNBits' B
+  t.type = in_uint8 ? fmt::format("{}-bit, packed in uint8", s.node->attrInt("bits", 4)) : ir::typeName(type);
   std::string why;
   std::optional<std::vector<float>> scale;
   if (s.scale->isConstant()) scale = ir::readWidenedFloats(*s.scale, &why);
