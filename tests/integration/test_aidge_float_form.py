@@ -186,12 +186,13 @@ def test_qdq_keeps_its_promise_and_lifts_only_with_approximate(form, tmp_path):
     assert max_abs_diff(reference.outputs(form, xs), reference.outputs(approx, xs)) <= 1.0
 
 
-def test_a_conv_that_breaks_the_chain_stays_and_says_why(tmp_path):
+@pytest.mark.parametrize("value", [300.0, 1e24])  # 1e24: no int64 holds it (the fuzzer, issue 28's CI)
+def test_a_conv_that_breaks_the_chain_stays_and_says_why(value, tmp_path):
     """A weight outside int8 is not the form: the conv stays as it is, named."""
     m = float_form()
     w = next(t for t in m.graph.initializer if t.name == "conv_b_w")
     big = numpy_helper.to_array(w).copy()
-    big[0, 0, 0, 0] = 300.0
+    big[0, 0, 0, 0] = value
     w.CopyFrom(numpy_helper.from_array(big, "conv_b_w"))
     src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
     onnx.save(m, src)
@@ -200,8 +201,9 @@ def test_a_conv_that_breaks_the_chain_stays_and_says_why(tmp_path):
     assert "conv_b: not lifted from the float Aidge form: its weight holds integers outside int8's [-128, 127]" in r.stderr
     # conv_c's chain starts again at conv_b's quantizer (its scale 1/M, zero point 0)
     assert op_counts(dst).get("QLinearConv") == 3 and op_counts(dst).get("Conv") == 1
-    xs = integer_inputs(3, 5)
-    assert max_abs_diff(reference.outputs(src, xs), reference.outputs(dst, xs)) <= 1.0
+    if value < 2**31:  # onnx.reference's QuantizeLinear casts x / scale to int32 before it saturates: 1e24 wraps
+        xs = integer_inputs(3, 5)
+        assert max_abs_diff(reference.outputs(src, xs), reference.outputs(dst, xs)) <= 1.0
 
 
 def deep_form(depth: int) -> onnx.ModelProto:

@@ -35,6 +35,7 @@
 //   6. the model's opset is 10 or more (QuantizeLinear's first).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -59,6 +60,15 @@ std::optional<std::vector<int64_t>> integers(const ir::Value* v, double lo, doub
     out.push_back(static_cast<int64_t>(x));
   }
   return out;
+}
+
+/// Whether `v` is a constant float tensor of integer values, of any size (none is converted:
+/// 1e24 is an integer no int64_t holds).
+bool integerValued(const ir::Value* v) {
+  if (!v || !v->isConstant() || v->initializer()->data_type() != onnx::TensorProto::FLOAT) return false;
+  std::string why;
+  auto f = ir::readFloats(*v, &why);
+  return f && std::all_of(f->begin(), f->end(), [](float x) { return std::isfinite(x) && std::nearbyint(x) == x; });
 }
 
 bool normal(float s) { return std::isnormal(s) && s > 0; }
@@ -130,7 +140,7 @@ struct LiftFloatForm {
 
   Match<Group> select(ir::Node& n) {
     auto w = integers(n.input(1), -128, 127);  // (1), read once
-    if (!w && integers(n.input(1), -1e30, 1e30))
+    if (!w && integerValued(n.input(1)))
       return Match<Group>::refuse("its weight holds integers outside int8's [-128, 127]");
     if (!w) return Match<Group>::none();  // a float conv: not this form
     if (opset < 10)  // (6)
