@@ -144,7 +144,8 @@ const uint8_t* ByteStream::next(size_t n) {
 namespace {
 
 /// Element count and raw bytes (`raw` points at raw_data, or at `holder` for external data;
-/// nullptr when the values are in a typed field).
+/// nullptr when the values are in a typed field). The bytes must be dataBytes(t): packed types
+/// (int4, int2, ...) included.
 bool checkStorage(const TensorProto& t, const FileBytes& file, int64_t* count, const std::string** raw,
                   std::string& holder, std::string* why) {
   auto n = numElements(t);
@@ -154,14 +155,14 @@ bool checkStorage(const TensorProto& t, const FileBytes& file, int64_t* count, c
   }
   *count = *n;
   *raw = nullptr;
+  const uint64_t need = dataBytes(t).value_or(0);
   if (t.data_location() == TensorProto::EXTERNAL) {
     if (!file) {
       *why = kUnresolved;
       return false;
     }
-    if (file.length != static_cast<uint64_t>(*n) * byteWidth(t.data_type())) {
-      *why = fmt::format("its file holds {} bytes, dims need {}", file.length,
-                         static_cast<uint64_t>(*n) * byteWidth(t.data_type()));
+    if (file.length != need) {
+      *why = fmt::format("its file holds {} bytes, dims need {}", file.length, need);
       return false;
     }
     holder = loadBytes(file);
@@ -169,9 +170,8 @@ bool checkStorage(const TensorProto& t, const FileBytes& file, int64_t* count, c
   } else if (t.has_raw_data()) {
     *raw = &t.raw_data();
   }
-  if (*raw && (*raw)->size() != static_cast<size_t>(*n) * byteWidth(t.data_type())) {
-    *why = fmt::format("raw data holds {} bytes, dims need {}", (*raw)->size(),
-                       static_cast<size_t>(*n) * byteWidth(t.data_type()));
+  if (*raw && (*raw)->size() != need) {
+    *why = fmt::format("raw data holds {} bytes, dims need {}", (*raw)->size(), need);
     return false;
   }
   return true;
@@ -211,39 +211,19 @@ std::optional<std::vector<float>> readFloats(const TensorProto& t, const FileByt
 std::optional<std::vector<int64_t>> readPackedInts(const TensorProto& t, const FileBytes& file, std::string* why) {
   const int32_t dt = t.data_type();
   const int bits = packedBits(dt);
-  auto n = numElements(t);
-  if (!n) {
-    *why = "tensor has invalid dims";
-    return std::nullopt;
-  }
-  const uint64_t bytes = (static_cast<uint64_t>(*n) * static_cast<uint64_t>(bits) + 7) / 8;
-  std::string holder;
+  int64_t n = 0;
   const std::string* raw = nullptr;
-  if (t.data_location() == TensorProto::EXTERNAL) {
-    if (!file) {
-      *why = kUnresolved;
-      return std::nullopt;
-    }
-    if (file.length != bytes) {
-      *why = fmt::format("its file holds {} bytes, {} {} elements need {}", file.length, *n, typeName(dt), bytes);
-      return std::nullopt;
-    }
-    holder = loadBytes(file);
-    raw = &holder;
-  } else if (t.has_raw_data()) {
-    raw = &t.raw_data();
-    if (raw->size() != bytes) {
-      *why = fmt::format("raw data holds {} bytes, {} {} elements need {}", raw->size(), *n, typeName(dt), bytes);
-      return std::nullopt;
-    }
-  } else if (static_cast<uint64_t>(t.int32_data_size()) != bytes) {
-    *why = fmt::format("int32_data holds {} values, {} {} elements need {} bytes", t.int32_data_size(), *n, typeName(dt), bytes);
+  std::string holder;
+  if (!checkStorage(t, file, &n, &raw, holder, why)) return std::nullopt;
+  const uint64_t bytes = dataBytes(t).value_or(0);
+  if (!raw && static_cast<uint64_t>(t.int32_data_size()) != bytes) {  // one packed byte per entry
+    *why = fmt::format("int32_data holds {} values, {} {} elements need {} bytes", t.int32_data_size(), n, typeName(dt), bytes);
     return std::nullopt;
   }
   const int per_byte = 8 / bits;
   const bool is_signed = dt == TensorProto::INT4 || dt == TensorProto::INT2;
-  std::vector<int64_t> out(static_cast<size_t>(*n));
-  for (int64_t i = 0; i < *n; ++i) {
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
     const int64_t at = i / per_byte;
     const unsigned byte = raw ? static_cast<uint8_t>((*raw)[static_cast<size_t>(at)])
                               : static_cast<unsigned>(t.int32_data(static_cast<int>(at))) & 0xffu;

@@ -16,6 +16,8 @@
 //   2. the model's default opset can be raised to 21 (common/opset_history.h).
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/common/opset_history.h"
@@ -33,7 +35,7 @@ struct LowerGatherBlockQuantized {
   };
   ir::Model& model;
   int64_t opset;
-  std::string blocker;  // why the opset cannot be raised to 21 ("" when it can)
+  std::optional<std::string> blocker;  // why the opset cannot be raised to 21 ("" when it can), once asked
   bool raised = false;
 
   bool root(const ir::Node& n) const { return n.domain() == "com.microsoft" && n.opType() == "GatherBlockQuantized"; }
@@ -50,7 +52,8 @@ struct LowerGatherBlockQuantized {
     if (zp && (!zp->isConstant() || zp->initializer()->data_type() != t))
       return M::refuse("its zero points are not a constant of its data's type");
     if (n.attrInt("block_size", 0) <= 0) return M::refuse("block_size is not positive");
-    if (!blocker.empty()) return M::refuse(fmt::format("its standard form needs opset 21, and {}", blocker));  // (2)
+    if (!blocker) blocker = opsetRaiseBlocker(model, opset, 21);  // (2): a walk of the graph, only where there is a node
+    if (!blocker->empty()) return M::refuse(fmt::format("its standard form needs opset 21, and {}", *blocker));
     return Group{&n};
   }
 
@@ -82,7 +85,7 @@ struct LowerGatherBlockQuantized {
 
 void lowerGatherBlockQuantized(ir::Model& model, PassContext& ctx) {
   const int64_t opset = ir::defaultOpset(model);
-  LowerGatherBlockQuantized rule{model, opset, opsetRaiseBlocker(model, opset, 21)};
+  LowerGatherBlockQuantized rule{model, opset, std::nullopt};
   applyRule(model.graph, ctx, rule);
   if (rule.raised && opset < 21) {
     declareOpset(model, 21);
