@@ -64,12 +64,11 @@ uint64_t ContentHash::value() const {
   return h;
 }
 
-bool hashFile(int fd, uint64_t size, uint64_t& out) {
-  ContentHash hash;
-  std::string buffer(std::min<uint64_t>(size, uint64_t{1} << 20), '\0');
-  uint64_t at = 0;
-  while (at < size) {
-    const ssize_t r = pread(fd, buffer.data(), std::min<uint64_t>(buffer.size(), size - at), static_cast<off_t>(at));
+bool hashFileRange(int fd, uint64_t from, uint64_t to, ContentHash& hash) {
+  std::string buffer(std::min<uint64_t>(to - from, uint64_t{1} << 20), '\0');
+  uint64_t at = from;
+  while (at < to) {
+    const ssize_t r = pread(fd, buffer.data(), std::min<uint64_t>(buffer.size(), to - at), static_cast<off_t>(at));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       if (r == 0) errno = EIO;  // shorter than written
@@ -78,6 +77,12 @@ bool hashFile(int fd, uint64_t size, uint64_t& out) {
     hash.add(buffer.data(), static_cast<uint64_t>(r));
     at += static_cast<uint64_t>(r);
   }
+  return true;
+}
+
+bool hashFile(int fd, uint64_t size, uint64_t& out) {
+  ContentHash hash;
+  if (!hashFileRange(fd, 0, size, hash)) return false;
   out = hash.value();
   return true;
 }

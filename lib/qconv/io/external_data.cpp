@@ -45,33 +45,53 @@ std::vector<std::string> components(const std::string& location) {
 ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(modelPath)) {}
 
 ExternalFiles::~ExternalFiles() {
+  keeping_.reset();  // its jobs write to kept_.file
   for (auto& [_, fd] : fds_) close(fd);
   if (dirfd_ >= 0) close(dirfd_);
   if (modelFd_ >= 0) close(modelFd_);
-  if (keptFd_ >= 0) close(keptFd_);
 }
 
-ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, const std::string& bytes) {
-  if (keptFd_ < 0) {
-    const char* env = std::getenv("TMPDIR");
-    const std::string dir = env && *env ? env : "/tmp";
-    keptFd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (keptFd_ < 0)
-      throw Error(ExitCode::Output, fmt::format("{}: cannot make a temporary file in {} for the tensors qconv makes: {}",
-                                                modelPath_, dir, sysError()));
+ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
+  if (!kept_.file) {
+    if (keptOutput_.empty()) {
+      const char* env = std::getenv("TMPDIR");
+      kept_.file = std::make_unique<TempFile>(env && *env ? env : "/tmp", "qconv-made-tensors",
+                                              fmt::format("{}: the temporary file of the tensors qconv makes", modelPath_));
+    } else {
+      const PathParts parts = splitPath(keptOutput_);
+      kept_.file = std::make_unique<TempFile>(parts.dir, parts.base + ".data", keptOutput_ + "'s data file");
+      kept_.beside_output = true;
+    }
   }
-  const uint64_t offset = keptSize_;
-  for (size_t done = 0; done < bytes.size();) {
-    const ssize_t w = pwrite(keptFd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      throw Error(ExitCode::Output, fmt::format("{}: cannot write the temporary file of the tensors qconv makes: {}",
-                                                modelPath_, w < 0 ? sysError() : "no space"));
-    done += static_cast<size_t>(w);
-  }
-  keptSize_ += bytes.size();
-  return addSpan(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(bytes.size())}}, keptFd_, offset,
-                 bytes.size(), false, fmt::format("{}: tensor '{}' qconv made", modelPath_, t.name()));
+  const uint64_t gap = kept_.end, offset = (gap + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
+  const uint64_t length = bytes.size();
+  kept_.end = offset + length;
+  kept_.tensors += length;
+  const ir::FileBytes made = addSpan(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(length)}},
+                                     kept_.file->fd(), offset, length, false,
+                                     fmt::format("{}: tensor '{}' qconv made", modelPath_, t.name()));
+  if (!keeping_) keeping_ = std::make_unique<WriteQueue>(uint64_t{64} << 20);
+  keeping_->push(length, [this, bytes = std::move(bytes), gap, offset] {
+    static constexpr char kZeros[kExternalAlignment] = {};
+    kept_.hash.add(kZeros, offset - gap);
+    for (size_t done = 0; done < bytes.size();) {
+      const ssize_t w = pwrite(kept_.file->fd(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) kept_.file->fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no space"));
+      done += static_cast<size_t>(w);
+    }
+    kept_.hash.add(bytes.data(), bytes.size());
+  });
+  return made;
+}
+
+void ExternalFiles::awaitKept() const {
+  if (keeping_) keeping_->wait();
+}
+
+void ExternalFiles::keepBeside(const std::string& output) {
+  QCONV_ASSERT(!kept_.file, "{}: keepBeside after keep", modelPath_);
+  keptOutput_ = output;
 }
 
 void ExternalFiles::adoptModelFile(int fd) {
@@ -102,6 +122,7 @@ ir::FileBytes ExternalFiles::pointIntoModelFile(onnx::TensorProto& t, uint64_t o
 }
 
 void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) const {
+  awaitKept();
   QCONV_ASSERT(span < spans_.size(), "{}: span {} of {}", modelPath_, span, spans_.size());
   const Span& s = spans_[span];
   QCONV_ASSERT(at <= s.length && n <= s.length - at, "{}: bytes [{}, {}) of a {}-byte tensor", s.what, at, at + n,
@@ -117,6 +138,7 @@ void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) cons
 }
 
 FileRange ExternalFiles::range(const ir::FileBytes& bytes) const {
+  awaitKept();  // the range is read as a file's
   QCONV_ASSERT(bytes.source == this && bytes.span < spans_.size(), "{}: a span of another model", modelPath_);
   const Span& s = spans_[bytes.span];
   return {s.fd, s.offset, s.length, s.data_file, &s.what};

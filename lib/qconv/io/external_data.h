@@ -14,11 +14,15 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "qconv/io/content_hash.h"
+#include "qconv/io/temp_file.h"
+#include "qconv/io/write_queue.h"
 #include "qconv/ir/tensor.h"
 
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -52,6 +56,18 @@ inline const FileRange* findRange(const FileBacked* file_backed, const onnx::Ten
   return it == file_backed->end() ? nullptr : &it->second;
 }
 
+/// What ExternalFiles::keep wrote: the large tensors passes made, one after another at offsets
+/// aligned as the writer aligns them (kExternalAlignment), hashed as they went in. When it was
+/// made beside the output (ExternalFiles::keepBeside), the writer takes it as the start of the
+/// output's data file if every tensor in it is still in the model, instead of copying them.
+struct KeptFile {
+  std::unique_ptr<TempFile> file;
+  uint64_t end = 0;      // where the last tensor ends
+  uint64_t tensors = 0;  // the bytes of all the tensors kept
+  ContentHash hash;      // of bytes [0, end), the gaps as the zeros they read as
+  bool beside_output = false;
+};
+
 /// The files the tensors of one model read from: its external data files, and the model file
 /// itself for the initializers the reader left there (io/splice.h). Closes them when destroyed.
 class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
@@ -78,10 +94,22 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
 
   void read(uint32_t span, uint64_t at, uint64_t n, char* out) const override;
 
-  /// ir::ByteKeeper: `bytes` appended to an unnamed temporary file (O_TMPFILE in $TMPDIR or
-  /// /tmp, gone when this closes it), `t` file-backed by them. Throws Error(Output) when the
-  /// file cannot be written.
-  ir::FileBytes keep(onnx::TensorProto& t, const std::string& bytes) override;
+  /// ir::ByteKeeper: `bytes` appended to a temporary file (io::TempFile: unnamed where the file
+  /// system can; in $TMPDIR or /tmp, or beside the output after keepBeside), `t` file-backed by
+  /// them. Throws Error(Output) when the file cannot be written.
+  /// The bytes are written and hashed on a thread of their own (WriteQueue, up to 64 MiB in
+  /// flight) while the caller goes on; read, range and kept() wait for them.
+  ir::FileBytes keep(onnx::TensorProto& t, std::string bytes) override;
+
+  /// Make keep()'s file beside `output`, as its data file to be (KeptFile): before the passes,
+  /// when the output will have external data.
+  void keepBeside(const std::string& output);
+
+  /// What keep() wrote, or null when it wrote nothing. The writer may take its file.
+  KeptFile* kept() {
+    awaitKept();
+    return kept_.file ? &kept_ : nullptr;
+  }
 
   /// The file range of `bytes`, which this made.
   FileRange range(const ir::FileBytes& bytes) const;
@@ -90,6 +118,8 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   const std::vector<std::pair<uint64_t, uint64_t>>& identities() const { return ids_; }
 
  private:
+  /// Wait for keep()'s write in flight; rethrow what it threw.
+  void awaitKept() const;
   int openBelowModelDir(const std::string& location, const std::string& where);
   ir::FileBytes addSpan(onnx::TensorProto& t, std::initializer_list<std::pair<const char*, std::string>> entries,
                         int fd, uint64_t offset, uint64_t length, bool data_file, std::string what);
@@ -104,8 +134,9 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   std::string modelPath_;
   int dirfd_ = -1;
   int modelFd_ = -1;
-  int keptFd_ = -1;        // the temporary file of keep()
-  uint64_t keptSize_ = 0;
+  KeptFile kept_;           // keep()'s
+  std::unique_ptr<WriteQueue> keeping_;  // keep()'s writes
+  std::string keptOutput_;  // keepBeside's
   std::map<std::string, int> fds_;  // location -> fd
   std::vector<std::pair<uint64_t, uint64_t>> ids_;
 };

@@ -92,6 +92,10 @@ struct WriteOptions {
   bool durable = false;
   /// The model's file-backed tensors (exportModel), copied from their files.
   const FileBacked* file_backed = nullptr;
+  /// The tensors the passes made, in a file beside this output (KeptFile::beside_output): the
+  /// data file starts as that file when every tensor in it is still in the model (taken, not
+  /// copied). Null, or made elsewhere: copied as the other file-backed tensors are.
+  KeptFile* kept = nullptr;
   /// A batch's: commit() holds it shared, and the batch takes it exclusive before it dies of a
   /// signal, so that no conversion of the batch is between its renames then (a lone run blocks
   /// the signals instead, as each commit does here too, but a batch has several threads).

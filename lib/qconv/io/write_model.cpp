@@ -72,21 +72,37 @@ void setExternal(onnx::TensorProto& t, const std::string& location, uint64_t off
 }
 
 /// One tensor's place in the data file, and where its bytes come from: an input data file
-/// (fd, from) or its raw_data (fd -1).
+/// (fd, from), its raw_data (fd -1), or already there (fd kInPlace: a taken KeptFile's).
 struct Placement {
   onnx::TensorProto* tensor;
   int fd;
   uint64_t from, size, offset;
 };
+constexpr int kInPlace = -2;
+
+/// Whether `kept` can become the data file: made beside this output, and every tensor in it is
+/// one of the model's (else its dead bytes would be in the output).
+bool takesKept(onnx::ModelProto& model, const FileBacked* file_backed, const KeptFile* kept) {
+  if (!kept || !kept->file || !kept->beside_output) return false;
+  uint64_t live = 0;
+  for (auto& t : *model.mutable_graph()->mutable_initializer())
+    if (const FileRange* r = findRange(file_backed, t); r && r->fd == kept->file->fd()) live += r->length;
+  return live == kept->tensors;
+}
 
 /// Lay out every tensor of at least kExternalThreshold bytes (a resolved external one, or
-/// raw_data), each at the next kExternalAlignment boundary.
-std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_backed) {
+/// raw_data), each at the next kExternalAlignment boundary: after `taken`'s tensors, which stay
+/// where they are, when it is taken.
+std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_backed, const KeptFile* taken) {
   std::vector<Placement> plan;
-  uint64_t end = 0;
+  uint64_t end = taken ? taken->end : 0;
   for (auto& t : *model.mutable_graph()->mutable_initializer()) {
     Placement p{&t, -1, 0, 0, 0};
     if (const FileRange* r = findRange(file_backed, t)) {
+      if (taken && r->fd == taken->file->fd()) {
+        plan.push_back({&t, kInPlace, r->offset, r->length, r->offset});
+        continue;
+      }
       p.fd = r->fd;
       p.from = r->offset;
       p.size = r->length;
@@ -102,23 +118,30 @@ std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_ba
 }
 
 /// Every tensor of at least kExternalThreshold bytes into the data file, named by its content
-/// (dataFileName) once written; false if none went.
-bool externalize(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& dir,
-                 const std::string& base, TempFile& data) {
-  const std::vector<Placement> plan = layout(model, file_backed);
-  if (plan.empty()) return false;
-  const uint64_t size = plan.back().offset + plan.back().size;
-  data.reserve(size);
+/// (dataFileName) once written; null if none went. The file is `kept`'s when takesKept, else new.
+std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& dir,
+                                      const std::string& base, const std::string& path, KeptFile* kept) {
+  KeptFile* taken = takesKept(model, file_backed, kept) ? kept : nullptr;
+  const std::vector<Placement> plan = layout(model, file_backed, taken);
+  if (plan.empty()) return nullptr;
+  std::unique_ptr<TempFile> data =
+      taken ? std::move(taken->file) : std::make_unique<TempFile>(dir, base + ".data", path + "'s data file");
+  uint64_t size = 0;
+  for (const Placement& p : plan) size = std::max(size, p.offset + p.size);
+  data->reserve(size);
   for (const Placement& p : plan) {
-    if (p.fd >= 0) copyRange(p.fd, p.from, p.size, data, p.offset);
-    else writeAll(data, p.tensor->raw_data().data(), p.size, p.offset);
+    if (p.fd == kInPlace) continue;
+    if (p.fd >= 0) copyRange(p.fd, p.from, p.size, *data, p.offset);
+    else writeAll(*data, p.tensor->raw_data().data(), p.size, p.offset);
   }
-  uint64_t hash = 0;
-  if (!hashFile(data.fd(), size, hash)) data.fail(fmt::format("cannot read back the data file: {}", sysError()));
-  const std::string name = dataFileName(base, hash);
-  data.retarget(dir + "/" + name);
+  // the taken file's bytes were hashed as they were kept: only what follows them is read back
+  ContentHash hash = taken ? taken->hash : ContentHash();
+  if (!hashFileRange(data->fd(), taken ? taken->end : 0, size, hash))
+    data->fail(fmt::format("cannot read back the data file: {}", sysError()));
+  const std::string name = dataFileName(base, hash.value());
+  data->retarget(dir + "/" + name);
   for (const Placement& p : plan) setExternal(*p.tensor, name, p.offset, p.size);
-  return true;
+  return data;
 }
 
 /// Serialized pieces into a temporary file: bytes through a 1 MiB buffer, file ranges copied in
@@ -188,9 +211,8 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
 
   std::unique_ptr<TempFile> data;
   if (options.external_data) {
-    data = std::make_unique<TempFile>(dir, base + ".data", path + "'s data file");
-    if (externalize(model, options.file_backed, dir, base, *data)) refuseProtected(data->target(), options);
-    else data.reset();
+    data = externalize(model, options.file_backed, dir, base, path, options.kept);
+    if (data) refuseProtected(data->target(), options);
   }
   // after externalize, what it moved names the new data file: nothing is file-backed any more
   const InlineModel plan(model, kSpliceThreshold, data ? nullptr : options.file_backed);

@@ -35,8 +35,10 @@ struct FileBytes {
 class ByteKeeper {
  public:
   virtual ~ByteKeeper() = default;
-  /// `t` (dims and type set, no data) becomes file-backed with `bytes` as its data.
-  virtual FileBytes keep(onnx::TensorProto& t, const std::string& bytes) = 0;
+  /// `t` (dims and type set, no data) becomes file-backed with `bytes` as its data. The bytes
+  /// may still be on their way out when this returns (a pass goes on repacking the next
+  /// tensor meanwhile); reading them through the ByteSource waits for them.
+  virtual FileBytes keep(onnx::TensorProto& t, std::string bytes) = 0;
 };
 
 }  // namespace qconv::ir

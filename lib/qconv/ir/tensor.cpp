@@ -189,6 +189,12 @@ std::optional<std::vector<float>> readFloats(const TensorProto& t, const FileByt
     *why = fmt::format("tensor is {}, not float", typeName(t.data_type()));
     return std::nullopt;
   }
+  if (const auto count = numElements(t);  // a file's bytes straight into the floats: no copy between
+      t.data_location() == TensorProto::EXTERNAL && file && count && file.length == static_cast<uint64_t>(*count) * 4) {
+    std::vector<float> out(static_cast<size_t>(*count));
+    file.source->read(file.span, 0, file.length, reinterpret_cast<char*>(out.data()));  // little-endian, as below
+    return out;
+  }
   int64_t n = 0;
   const std::string* raw = nullptr;
   std::string holder;

@@ -173,6 +173,10 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
               held.dialects.empty() ? "no quantization dialect" : fmt::format("{}", fmt::join(report.dialects, ", ")),
               held.tensors.size());
   }
+  // the output has external data when the input has: what the passes make then goes straight
+  // beside the output, where the writer takes it as the data file (io::KeptFile)
+  const bool external_data = files && !files->identities().empty() && !options.inline_data;
+  if (external_data) files->keepBeside(item.output);
   pm.run(model, ctx, options.dump ? &out : nullptr);
 
   io::WriteOptions write;
@@ -183,7 +187,8 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   std::vector<std::pair<uint64_t, uint64_t>> own;
   if (files) {
     own = files->identities();
-    write.external_data = !files->identities().empty() && !options.inline_data;
+    write.external_data = external_data;
+    write.kept = files->kept();
   }
   if (struct stat st {}; stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
     own.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));

@@ -73,6 +73,30 @@ std::string checkPair(const fs::path& out, char fill) {
   return location;
 }
 
+/// The data file OUT names (threeWeights), after checking each weight's bytes there and the
+/// file's name against a hash of its bytes.
+std::string checkWeights(const fs::path& out) {
+  onnx::ModelProto m = qconv::io::readModelFile(out.string());
+  std::string location;
+  for (const auto& w : m.graph().initializer()) {
+    REQUIRE(w.data_location() == TensorProto::EXTERNAL);
+    uint64_t offset = 0, length = 0;
+    for (const auto& e : w.external_data()) {
+      if (e.key() == "location") location = e.value();
+      if (e.key() == "offset") offset = std::stoull(e.value());
+      if (e.key() == "length") length = std::stoull(e.value());
+    }
+    REQUIRE(offset % qconv::io::kExternalAlignment == 0);
+    const std::string bytes = slurp(out.parent_path() / location);
+    REQUIRE(bytes.substr(offset, length) == std::string(static_cast<size_t>(w.dims(0)), static_cast<char>('a' + (w.name()[1] - '1'))));
+  }
+  const std::string bytes = slurp(out.parent_path() / location);
+  qconv::io::ContentHash hash;
+  hash.add(bytes.data(), bytes.size());
+  REQUIRE(location == qconv::io::dataFileName("out.onnx", hash.value()));
+  return location;
+}
+
 qconv::io::WriteOptions external() {
   qconv::io::WriteOptions o;
   o.external_data = true;
@@ -207,5 +231,67 @@ TEST_CASE("only a data file whose bytes hash to its name is qconv's: a look-alik
   onnx::ModelProto b = modelFilledWith('b');
   qconv::io::writeModel(b, out, options);
   REQUIRE(listing(d) == std::set<std::string>{"out.onnx", checkPair(out, 'b'), "out.onnx.0123456789abcdef.data"});
+  fs::remove_all(d);
+}
+
+namespace {
+/// w1, w2 and w3 (3, 5 and 2 KiB of 'a', 'b', 'c'), each going to the data file.
+onnx::ModelProto threeWeights() {
+  ModelBuilder b;
+  b.input("x", TensorProto::UINT8, {1});
+  const std::pair<const char*, size_t> weights[] = {{"w1", 3072}, {"w2", 5120}, {"w3", 2048}};
+  for (const auto& [name, size] : weights) {
+    auto* w = b.graph().add_initializer();
+    w->set_name(name);
+    w->set_data_type(TensorProto::UINT8);
+    w->add_dims(static_cast<int64_t>(size));
+    w->set_raw_data(std::string(size, static_cast<char>('a' + (name[1] - '1'))));
+  }
+  b.node("Concat", {"x", "w1", "w2", "w3"}, {"y"}, "cat");
+  b.output("y", TensorProto::UINT8);
+  return b.proto();
+}
+
+/// The data file of `model` written to `out`, w1 and w2 first kept by an ExternalFiles (beside
+/// `out` when `beside`; `dead` a tensor kept too that the model no longer has).
+std::string writeKept(const fs::path& out, bool beside, bool dead) {
+  onnx::ModelProto m = threeWeights();
+  qconv::io::ExternalFiles files((out.parent_path() / "in.onnx").string());
+  if (beside) files.keepBeside(out.string());
+  qconv::io::FileBacked backed;
+  for (int i = 0; i < 2; ++i) {
+    auto& t = *m.mutable_graph()->mutable_initializer(i);
+    std::string bytes = t.raw_data();
+    if (i == 1 && dead) {
+      onnx::TensorProto gone = t;
+      files.keep(gone, std::string(1000, 'z'));
+    }
+    backed[&t] = files.range(files.keep(t, std::move(bytes)));
+  }
+  qconv::io::WriteOptions o = external();
+  o.file_backed = &backed;
+  o.kept = files.kept();
+  REQUIRE(o.kept->beside_output == beside);
+  qconv::io::writeModel(m, out.string(), o);
+  REQUIRE((o.kept->file == nullptr) == (beside && !dead));  // taken as the data file, or copied from
+  return checkWeights(out);
+}
+}  // namespace
+
+TEST_CASE("tensors a pass kept beside the output become its data file: the bytes and name a copy gets") {
+  const fs::path d = freshDir("kept");
+  const fs::path out = d / "out.onnx";
+  onnx::ModelProto plain = threeWeights();
+  qconv::io::writeModel(plain, out.string(), external());
+  const std::string copied = checkWeights(out);
+  const std::string bytes = slurp(d / copied);
+  for (const auto& [beside, dead] : {std::pair{true, false}, {true, true}, {false, false}}) {
+    INFO("kept beside the output: " << beside << ", a dead tensor kept: " << dead);
+    fs::remove_all(d);
+    fs::create_directories(d);
+    REQUIRE(writeKept(out, beside, dead) == copied);
+    REQUIRE(slurp(d / copied) == bytes);
+    REQUIRE(listing(d) == std::set<std::string>{"out.onnx", copied});  // nothing else was left beside it
+  }
   fs::remove_all(d);
 }

@@ -39,7 +39,8 @@ inline void pack(std::string& bytes, uint64_t i, int64_t bits, unsigned v) {
 
 /// out[c][r] = in[r][c] for a rows x cols matrix of 4-bit values (both even), rows of
 /// `in_stride` and `out_stride` bytes, each value XORed with `flip` (8: int4 <-> int4 + 8 mod 16).
-/// In 64 x 64 tiles, two values a byte: the fast path of both repackings.
+/// Two values a byte, in 32 x 32 blocks of SSE2 byte shuffles on x86-64 (the same bytes as the
+/// scalar loop, which does the rest and every other host): the fast path of both repackings.
 void transposeNibbles(const std::string& in, uint64_t in_stride, uint64_t rows, uint64_t cols, std::string& out,
                       uint64_t out_stride, unsigned flip);
 

@@ -14,6 +14,7 @@
 #include <functional>
 
 #include <cmath>
+#include <limits>
 
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
@@ -40,6 +41,11 @@ int64_t knownDim(const ir::Value* v, int64_t axis) {
 /// weight-only quantizer (the sign of each block's largest value): only ever multiplied.
 void checkScaleValues(const std::vector<float>& s, const std::function<Error(ExitCode, const std::string&)>& bad,
                       bool negative_ok = false) {
+  unsigned wrong = 0;  // one branch-free pass first (an LLM has hundreds of millions of scales)
+  for (float f : s)
+    wrong |= static_cast<unsigned>(!(std::fabs(f) <= std::numeric_limits<float>::max())) |
+             static_cast<unsigned>(f == 0.0f) | (static_cast<unsigned>(f < 0.0f) & !negative_ok);
+  if (!wrong) return;
   for (float f : s) {
     if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
     if (f < 0.0f && !negative_ok)

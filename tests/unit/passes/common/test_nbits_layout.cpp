@@ -1,0 +1,44 @@
+// nbits::transposeNibbles against its definition, element by element (nbits::unpack): the
+// 32 x 32 SSE2 blocks, the scalar rest, padded rows and the int4 <-> uint4 flip, at sizes that
+// are and are not multiples of the block.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+
+#include "qconv/passes/common/nbits_layout.h"
+
+namespace {
+
+std::string randomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng() & 0xff);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("transposeNibbles: out[c][r] = in[r][c] ^ flip, for every size and stride") {
+  using qconv::nbits::transposeNibbles;
+  using qconv::nbits::unpack;
+  uint32_t seed = 1;
+  for (uint64_t rows : {2u, 30u, 32u, 34u, 64u, 98u, 160u})
+    for (uint64_t cols : {2u, 32u, 62u, 128u, 130u, 288u})
+      for (uint64_t in_pad : {0u, 3u})
+        for (uint64_t out_pad : {0u, 5u})
+          for (unsigned flip : {0u, 8u}) {
+            const uint64_t in_stride = cols / 2 + in_pad, out_stride = rows / 2 + out_pad;
+            const std::string in = randomBytes(rows * in_stride, seed++);
+            std::string out(cols * out_stride, '\x5a');  // bytes past each row's end are left as they were
+            transposeNibbles(in, in_stride, rows, cols, out, out_stride, flip);
+            uint64_t wrong = 0;
+            for (uint64_t r = 0; r < rows; ++r)
+              for (uint64_t c = 0; c < cols; ++c)
+                wrong += unpack(out, c * out_stride * 2 + r, 4) != (unpack(in, r * in_stride * 2 + c, 4) ^ flip);
+            for (uint64_t c = 0; c < cols; ++c)
+              for (uint64_t b = rows / 2; b < out_stride; ++b) wrong += out[c * out_stride + b] != '\x5a';
+            INFO(rows << " x " << cols << ", strides " << in_stride << " -> " << out_stride << ", flip " << flip);
+            CHECK(wrong == 0);
+          }
+}
