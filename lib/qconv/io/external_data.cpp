@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <charconv>
@@ -70,19 +71,59 @@ ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
   const ir::FileBytes made = addSpan(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(length)}},
                                      kept_.file->fd(), offset, length, false,
                                      fmt::format("{}: tensor '{}' qconv made", modelPath_, t.name()));
+  spans_.back().made = true;
   if (!keeping_) keeping_ = std::make_unique<WriteQueue>(uint64_t{64} << 20);
-  keeping_->push(length, [this, bytes = std::move(bytes), gap, offset] {
+  keeping_->push(length, [this, bytes = std::move(bytes), gap, offset]() mutable {
     static constexpr char kZeros[kExternalAlignment] = {};
     kept_.hash.add(kZeros, offset - gap);
-    for (size_t done = 0; done < bytes.size();) {
-      const ssize_t w = pwrite(kept_.file->fd(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) kept_.file->fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no space"));
-      done += static_cast<size_t>(w);
+    // 256 KiB at a time, hashed and written while it is in the cache: the bytes cross memory once
+    constexpr size_t kPiece = size_t{256} << 10;
+    for (size_t piece = 0; piece < bytes.size(); piece += kPiece) {
+      const size_t end = std::min(bytes.size(), piece + kPiece);
+      kept_.hash.add(bytes.data() + piece, end - piece);
+      for (size_t done = piece; done < end;) {
+        const ssize_t w = pwrite(kept_.file->fd(), bytes.data() + done, end - done, static_cast<off_t>(offset + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) kept_.file->fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no space"));
+        done += static_cast<size_t>(w);
+      }
     }
-    kept_.hash.add(bytes.data(), bytes.size());
+    recycle(std::move(bytes));
   });
   return made;
+}
+
+namespace {
+// buffers held for reuse: a weight, its scales, and the next ones'; never more than kSpareBytes
+// in all, so that a model's largest tensors do not stay in memory twice over
+constexpr size_t kSpares = 4;
+constexpr size_t kSpareBytes = size_t{96} << 20;
+}  // namespace
+
+std::string ExternalFiles::buffer(size_t n) {
+  std::string out;
+  {
+    std::lock_guard<std::mutex> lock(sparesMutex_);
+    // the smallest spare that holds n bytes, else the largest (it grows)
+    auto best = spares_.end();
+    for (auto it = spares_.begin(); it != spares_.end(); ++it)
+      if (best == spares_.end() || (it->capacity() >= n ? best->capacity() < n || it->capacity() < best->capacity()
+                                                        : best->capacity() < n && it->capacity() > best->capacity()))
+        best = it;
+    if (best != spares_.end()) {
+      out = std::move(*best);
+      spares_.erase(best);
+    }
+  }
+  out.resize(n);  // a spare's old bytes stay: only what it grows by is written
+  return out;
+}
+
+void ExternalFiles::recycle(std::string bytes) {
+  std::lock_guard<std::mutex> lock(sparesMutex_);
+  size_t held = bytes.capacity();
+  for (const auto& s : spares_) held += s.capacity();
+  if (spares_.size() < kSpares && held <= kSpareBytes) spares_.push_back(std::move(bytes));
 }
 
 void ExternalFiles::awaitKept() const {
@@ -122,9 +163,9 @@ ir::FileBytes ExternalFiles::pointIntoModelFile(onnx::TensorProto& t, uint64_t o
 }
 
 void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) const {
-  awaitKept();
   QCONV_ASSERT(span < spans_.size(), "{}: span {} of {}", modelPath_, span, spans_.size());
   const Span& s = spans_[span];
+  if (s.made) awaitKept();  // the input's bytes are read while keep()'s go out
   QCONV_ASSERT(at <= s.length && n <= s.length - at, "{}: bytes [{}, {}) of a {}-byte tensor", s.what, at, at + n,
                s.length);
   for (uint64_t done = 0; done < n;) {
@@ -138,9 +179,9 @@ void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) cons
 }
 
 FileRange ExternalFiles::range(const ir::FileBytes& bytes) const {
-  awaitKept();  // the range is read as a file's
   QCONV_ASSERT(bytes.source == this && bytes.span < spans_.size(), "{}: a span of another model", modelPath_);
   const Span& s = spans_[bytes.span];
+  if (s.made) awaitKept();  // the range is read as a file's
   return {s.fd, s.offset, s.length, s.data_file, &s.what};
 }
 

@@ -23,6 +23,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -101,6 +102,9 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   /// flight) while the caller goes on; read, range and kept() wait for them.
   ir::FileBytes keep(onnx::TensorProto& t, std::string bytes) override;
 
+  std::string buffer(size_t n) override;
+  void recycle(std::string bytes) override;
+
   /// Make keep()'s file beside `output`, as its data file to be (KeptFile): before the passes,
   /// when the output will have external data.
   void keepBeside(const std::string& output);
@@ -129,6 +133,7 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
     uint64_t offset, length;
     bool data_file;
     std::string what;
+    bool made = false;  // keep()'s: read only once its write is done
   };
   std::vector<Span> spans_;
   std::string modelPath_;
@@ -136,6 +141,8 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   int modelFd_ = -1;
   KeptFile kept_;           // keep()'s
   std::unique_ptr<WriteQueue> keeping_;  // keep()'s writes
+  std::mutex sparesMutex_;               // keep()'s writes recycle on their own thread
+  std::vector<std::string> spares_;      // buffer()'s, at most kSpares
   std::string keptOutput_;  // keepBeside's
   std::map<std::string, int> fds_;  // location -> fd
   std::vector<std::pair<uint64_t, uint64_t>> ids_;

@@ -5,6 +5,7 @@
 // (io::ExternalFiles); the readers of ir/tensor.h go through it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -39,6 +40,11 @@ class ByteKeeper {
   /// may still be on their way out when this returns (a pass goes on repacking the next
   /// tensor meanwhile); reading them through the ByteSource waits for them.
   virtual FileBytes keep(onnx::TensorProto& t, std::string bytes) = 0;
+  /// `n` bytes of any value, in memory the keeper recycles (what keep() wrote, what recycle()
+  /// gave back): repacking an LLM's weights one after another then maps no new pages for each.
+  virtual std::string buffer(size_t n) = 0;
+  /// Give back a buffer that is no longer needed.
+  virtual void recycle(std::string bytes) = 0;
 };
 
 }  // namespace qconv::ir

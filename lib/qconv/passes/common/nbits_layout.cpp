@@ -6,9 +6,10 @@
 #include <cstring>
 
 #if defined(__SSE2__)
-#include <emmintrin.h>
+#include <immintrin.h>
 #endif
 
+#include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 
 namespace qconv::nbits {
@@ -73,38 +74,168 @@ void transposeNibbles32(const uint8_t* src, uint64_t in_stride, uint8_t* dst, ui
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * static_cast<uint64_t>(j) + 1) * out_stride), hi[j]);
   }
 }
+
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QCONV_NIBBLES_AVX2 1
+/// transposeBytes16 on both 128-bit lanes at once: two 16 x 16 byte blocks side by side.
+__attribute__((target("avx2"))) void transposeBytes16x2(__m256i (&x)[16]) {
+  for (int round = 0; round < 4; ++round) {
+    __m256i y[16];
+    for (int i = 0; i < 8; ++i) {
+      y[2 * i] = _mm256_unpacklo_epi8(x[i], x[i + 8]);
+      y[2 * i + 1] = _mm256_unpackhi_epi8(x[i], x[i + 8]);
+    }
+    for (int i = 0; i < 16; ++i) x[i] = y[i];
+  }
+}
+
+/// transposeNibbles32 for 32 rows x 64 columns: lane 0 holds columns 0-31, lane 1 columns 32-63.
+__attribute__((target("avx2"))) void transposeNibbles64(const uint8_t* src, uint64_t in_stride, uint8_t* dst,
+                                                        uint64_t out_stride, uint8_t both) {
+  const __m256i low = _mm256_set1_epi8(0x0f), vboth = _mm256_set1_epi8(static_cast<char>(both));
+  __m256i lo[16], hi[16];
+  for (int p = 0; p < 16; ++p) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * static_cast<uint64_t>(p) * in_stride));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + (2 * static_cast<uint64_t>(p) + 1) * in_stride));
+    lo[p] = _mm256_xor_si256(_mm256_or_si256(_mm256_and_si256(a, low), _mm256_slli_epi16(_mm256_and_si256(b, low), 4)), vboth);
+    hi[p] = _mm256_xor_si256(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low), _mm256_andnot_si256(low, b)), vboth);
+  }
+  transposeBytes16x2(lo);
+  transposeBytes16x2(hi);
+  for (uint64_t j = 0; j < 16; ++j) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * j * out_stride), _mm256_castsi256_si128(lo[j]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * j + 1) * out_stride), _mm256_castsi256_si128(hi[j]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (32 + 2 * j) * out_stride), _mm256_extracti128_si256(lo[j], 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (33 + 2 * j) * out_stride), _mm256_extracti128_si256(hi[j], 1));
+  }
+}
+
+/// Rows [0, rows) x columns [0, cols) (multiples of 32 and 64) in 32 x 64 blocks.
+__attribute__((target("avx2"))) void transposeNibblesAvx2(const uint8_t* src, uint64_t in_stride, uint64_t rows,
+                                                          uint64_t cols, uint8_t* dst, uint64_t out_stride, uint8_t both) {
+  for (uint64_t c0 = 0; c0 < cols; c0 += 128)  // 64 input bytes of 32 rows at a time: whole cache lines
+    for (uint64_t r0 = 0; r0 < rows; r0 += 32)
+      for (uint64_t c = c0; c < std::min(c0 + 128, cols); c += 64)
+        transposeNibbles64(src + r0 * in_stride + c / 2, in_stride, dst + c * out_stride + r0 / 2, out_stride, both);
+}
 #endif
+#endif  // __SSE2__
 
 }  // namespace
 
-void transposeNibbles(const std::string& in, uint64_t in_stride, uint64_t rows, uint64_t cols, std::string& out,
-                      uint64_t out_stride, unsigned flip) {
-  const auto* src = reinterpret_cast<const uint8_t*>(in.data());
-  auto* dst = reinterpret_cast<uint8_t*>(out.data());
+bool runs(NibbleKernel kernel) {
+  switch (kernel) {
+    case NibbleKernel::best:
+    case NibbleKernel::scalar: return true;
+#if defined(__SSE2__)
+    case NibbleKernel::sse2: return true;
+#endif
+#if defined(QCONV_NIBBLES_AVX2)
+    case NibbleKernel::avx2: return __builtin_cpu_supports("avx2");
+#endif
+    default: return false;
+  }
+}
+
+namespace {
+
+void transposeNibblesAt(const uint8_t* src, uint64_t in_stride, uint64_t rows, uint64_t cols, uint8_t* dst,
+                        uint64_t out_stride, unsigned flip, NibbleKernel kernel) {
+  QCONV_ASSERT(runs(kernel), "transposeNibbles: a kernel this host does not run");
   const auto both = static_cast<uint8_t>(flip | flip << 4);
-  uint64_t rv = 0, cv = 0;  // the part done in 32 x 32 blocks: rows [0, rv), columns [0, cv)
+  uint64_t rv = 0, cv = 0;  // the part done in vector blocks: rows [0, rv), columns [0, cv)
 #if defined(__SSE2__)  // every x86-64: the same bytes as the scalar loop, faster
-  rv = rows / 32 * 32;
-  cv = cols / 32 * 32;
-  const __m128i vboth = _mm_set1_epi8(static_cast<char>(both));
-  for (uint64_t c0 = 0; c0 < cv; c0 += 128)  // 64 input bytes of 32 rows at a time: whole cache lines
-    for (uint64_t r0 = 0; r0 < rv; r0 += 32)
-      for (uint64_t c = c0; c < std::min(c0 + 128, cv); c += 32)
-        transposeNibbles32(src + r0 * in_stride + c / 2, in_stride, dst + c * out_stride + r0 / 2, out_stride, vboth);
+  if (kernel != NibbleKernel::scalar) {
+    rv = rows / 32 * 32;
+    cv = cols / 32 * 32;
+    uint64_t c_sse = 0;  // where the SSE2 blocks start: after the AVX2 ones
+#if defined(QCONV_NIBBLES_AVX2)
+    if (kernel == NibbleKernel::avx2 || (kernel == NibbleKernel::best && runs(NibbleKernel::avx2))) {
+      c_sse = cols / 64 * 64;
+      transposeNibblesAvx2(src, in_stride, rv, c_sse, dst, out_stride, both);
+    }
+#endif
+    const __m128i vboth = _mm_set1_epi8(static_cast<char>(both));
+    for (uint64_t c0 = c_sse; c0 < cv; c0 += 128)  // 64 input bytes of 32 rows at a time: whole cache lines
+      for (uint64_t r0 = 0; r0 < rv; r0 += 32)
+        for (uint64_t c = c0; c < std::min(c0 + 128, cv); c += 32)
+          transposeNibbles32(src + r0 * in_stride + c / 2, in_stride, dst + c * out_stride + r0 / 2, out_stride, vboth);
+  }
 #endif
   transposeNibblesScalar(src, in_stride, 0, rv, cv, cols, dst, out_stride, both);
   transposeNibblesScalar(src, in_stride, rv, rows, 0, cols, dst, out_stride, both);
 }
 
-std::string transposeElements(const std::string& in, uint64_t rows, uint64_t cols, size_t width) {
-  std::string out(in.size(), '\0');
+}  // namespace
+
+void transposeNibbles(const std::string& in, uint64_t in_stride, uint64_t rows, uint64_t cols, std::string& out,
+                      uint64_t out_stride, unsigned flip, NibbleKernel kernel) {
+  transposeNibblesAt(reinterpret_cast<const uint8_t*>(in.data()), in_stride, rows, cols, reinterpret_cast<uint8_t*>(out.data()),
+                     out_stride, flip, kernel);
+}
+
+bool transposeNibblesOf(const ir::Value& v, uint64_t in_stride, uint64_t rows, uint64_t cols, std::string& out,
+                        uint64_t out_stride, unsigned flip, std::string* why) {
+  const ir::FileBytes& file = v.fileBytes();
+  if (v.initializer()->data_location() != TensorProto::EXTERNAL || !file) {
+    const std::string in = rawBytes(v, why);
+    if (!why->empty()) return false;
+    transposeNibbles(in, in_stride, rows, cols, out, out_stride, flip);
+    return true;
+  }
+  // a strip of rows a read, transposed while it is in the cache: the file's bytes cross memory once
+  // 128 rows: each output row gets 64 bytes a strip, whole cache lines written while they are in
+  // the cache; even, so every strip is whole pairs of rows
+  constexpr uint64_t kStrip = 128;
+  std::string strip(std::min(rows, kStrip) * in_stride, '\0');
+  for (uint64_t r0 = 0; r0 < rows; r0 += kStrip) {
+    const uint64_t n = std::min(kStrip, rows - r0);
+    file.source->read(file.span, r0 * in_stride, n * in_stride, strip.data());
+    transposeNibblesAt(reinterpret_cast<const uint8_t*>(strip.data()), in_stride, n, cols,
+                       reinterpret_cast<uint8_t*>(out.data()) + r0 / 2, out_stride, flip, NibbleKernel::best);
+  }
+  return true;
+}
+
+namespace {
+
+template <typename T>
+void transposeTyped(const std::string& in, uint64_t rows, uint64_t cols, std::string& out) {
   constexpr uint64_t kTile = 64;
   for (uint64_t r0 = 0; r0 < rows; r0 += kTile)
     for (uint64_t c0 = 0; c0 < cols; c0 += kTile)
       for (uint64_t r = r0; r < std::min(r0 + kTile, rows); ++r)
-        for (uint64_t c = c0; c < std::min(c0 + kTile, cols); ++c)
-          std::memcpy(&out[(c * rows + r) * width], &in[(r * cols + c) * width], width);
+        for (uint64_t c = c0; c < std::min(c0 + kTile, cols); ++c) {
+          T v;
+          std::memcpy(&v, &in[(r * cols + c) * sizeof(T)], sizeof(T));
+          std::memcpy(&out[(c * rows + r) * sizeof(T)], &v, sizeof(T));
+        }
+}
+
+}  // namespace
+
+void transposeElements(const std::string& in, uint64_t rows, uint64_t cols, size_t width, std::string& out) {
+  QCONV_ASSERT(out.size() == in.size() && in.size() == rows * cols * width, "transposeElements: {} bytes for {} x {} x {}",
+               in.size(), rows, cols, width);
+  switch (width) {  // a copy of a known width is a move, not a call
+    case 1: return transposeTyped<uint8_t>(in, rows, cols, out);
+    case 2: return transposeTyped<uint16_t>(in, rows, cols, out);
+    case 4: return transposeTyped<uint32_t>(in, rows, cols, out);
+    case 8: return transposeTyped<uint64_t>(in, rows, cols, out);
+    default: QCONV_ASSERT(false, "transposeElements: elements of {} bytes", width);
+  }
+}
+
+std::string buffer(ir::ByteKeeper* keeper, size_t n, bool zeroed) {
+  if (!keeper) return std::string(n, '\0');
+  std::string out = keeper->buffer(n);
+  if (zeroed) std::fill(out.begin(), out.end(), '\0');
   return out;
+}
+
+void recycle(ir::ByteKeeper* keeper, std::string bytes) {
+  if (keeper) keeper->recycle(std::move(bytes));
 }
 
 ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
@@ -120,14 +251,17 @@ ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::st
   return v;
 }
 
-std::string rawBytes(const ir::Value& v, std::string* why) {
+std::string rawBytes(const ir::Value& v, std::string* why, ir::ByteKeeper* keeper) {
   const TensorProto& t = *v.initializer();
   if (t.data_location() == TensorProto::EXTERNAL) {
-    if (!v.fileBytes()) {
+    const ir::FileBytes& file = v.fileBytes();
+    if (!file) {
       *why = "its bytes are not readable here";
       return {};
     }
-    return ir::loadBytes(v.fileBytes());
+    std::string out = buffer(keeper, file.length, false);
+    file.source->read(file.span, 0, file.length, out.data());
+    return out;
   }
   if (t.has_raw_data()) return t.raw_data();
   std::string out;

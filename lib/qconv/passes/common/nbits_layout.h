@@ -37,15 +37,35 @@ inline void pack(std::string& bytes, uint64_t i, int64_t bits, unsigned v) {
   bytes[i / per] = static_cast<char>(static_cast<uint8_t>(bytes[i / per]) | ((v & ((1u << bits) - 1)) << ((i % per) * static_cast<uint64_t>(bits))));
 }
 
+/// The code transposeNibbles runs: the fastest this host has (AVX2 where the CPU has it, else
+/// SSE2 on x86-64, else plain C++), or one named, for tests: each writes the same bytes.
+enum class NibbleKernel { best, avx2, sse2, scalar };
+/// Whether this build and host run `kernel`.
+bool runs(NibbleKernel kernel);
+
 /// out[c][r] = in[r][c] for a rows x cols matrix of 4-bit values (both even), rows of
 /// `in_stride` and `out_stride` bytes, each value XORed with `flip` (8: int4 <-> int4 + 8 mod 16).
-/// Two values a byte, in 32 x 32 blocks of SSE2 byte shuffles on x86-64 (the same bytes as the
-/// scalar loop, which does the rest and every other host): the fast path of both repackings.
+/// Two values a byte, in 32 x 32 (SSE2) or 32 x 64 (AVX2) blocks of byte shuffles on x86-64;
+/// the scalar loop does the rest and every other host: the fast path of both repackings.
 void transposeNibbles(const std::string& in, uint64_t in_stride, uint64_t rows, uint64_t cols, std::string& out,
-                      uint64_t out_stride, unsigned flip);
+                      uint64_t out_stride, unsigned flip, NibbleKernel kernel = NibbleKernel::best);
 
-/// out[c][r] = in[r][c] for a rows x cols matrix of `width`-byte elements (the scales).
-std::string transposeElements(const std::string& in, uint64_t rows, uint64_t cols, size_t width);
+/// transposeNibbles of constant `v`'s bytes, read from its file a strip of rows at a time when
+/// it has one (the strip stays in the cache between the read and the transpose). False with
+/// *why when its bytes cannot be read.
+bool transposeNibblesOf(const ir::Value& v, uint64_t in_stride, uint64_t rows, uint64_t cols, std::string& out,
+                        uint64_t out_stride, unsigned flip, std::string* why);
+
+/// out[c][r] = in[r][c] for a rows x cols matrix of `width`-byte elements (the scales); `out`
+/// holds in.size() bytes.
+void transposeElements(const std::string& in, uint64_t rows, uint64_t cols, size_t width, std::string& out);
+
+/// `n` bytes of any value (`zeroed`: zeros), in the keeper's recycled memory
+/// (ir::ByteKeeper::buffer) when there is one.
+std::string buffer(ir::ByteKeeper* keeper, size_t n, bool zeroed);
+
+/// Give `bytes` back to the keeper, when there is one, for the next buffer().
+void recycle(ir::ByteKeeper* keeper, std::string bytes);
 
 /// A new initializer of `t` with `bytes` as its data: for 1 MiB or more, kept out of memory by
 /// `keeper` (the model's ir::ByteKeeper) when there is one, so that repacking an LLM's weights
@@ -54,7 +74,8 @@ ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::st
                          std::unique_ptr<onnx::TensorProto> t, std::string bytes);
 
 /// The bytes of a constant as raw_data would hold them: inline raw_data, its file, or a typed
-/// field (float_data; int32_data of a 1- or 2-byte type). Empty with *why when it cannot.
-std::string rawBytes(const ir::Value& v, std::string* why);
+/// field (float_data; int32_data of a 1- or 2-byte type). Empty with *why when it cannot. A
+/// file's bytes are read into a buffer(keeper, ...).
+std::string rawBytes(const ir::Value& v, std::string* why, ir::ByteKeeper* keeper = nullptr);
 
 }  // namespace qconv::nbits

@@ -82,8 +82,6 @@ struct FuseMatMulNBits {
     const unsigned offset = g.is_signed ? 1u << (g.bits - 1) : 0u;  // signed: stored as q + 2^(bits-1)
     const ir::Value *x = g.dq->input(0), *scale = g.dq->input(1), *zero = g.dq->input(2);
     std::string why;
-    const std::string xb = nbits::rawBytes(*x, &why);
-    QCONV_ASSERT(why.empty(), "fuse-matmul-nbits: {}", why);
     std::vector<int64_t> zeros;  // zero[b, n], as stored in MatMulNBits (unsigned)
     if (zero) {
       auto z = ir::readInts(*zero, &why);
@@ -96,22 +94,29 @@ struct FuseMatMulNBits {
     // B[n, b, j]: row n holds column n of x, K elements padded with zeros to k_blocks *
     // block_size (the kernel reads K of them; onnxruntime's quantizer pads so)
     const uint64_t padded = blocks * block;
-    std::string b((N * padded * bits + 7) / 8, '\0');
-    if (g.bits == 4 && K % 2 == 0 && N % 2 == 0) {  // the fast path: whole bytes, in tiles
-      nbits::transposeNibbles(xb, N / 2, K, N, b, padded / 2, offset);
+    const bool whole_bytes = g.bits == 4 && K % 2 == 0 && N % 2 == 0;  // the fast path: whole bytes, in tiles
+    std::string b = nbits::buffer(keeper, (N * padded * bits + 7) / 8, !whole_bytes || padded != K);
+    if (whole_bytes) {  // it writes every byte of a row but the padding
+      const bool read = nbits::transposeNibblesOf(*x, N / 2, K, N, b, padded / 2, offset, &why);
+      QCONV_ASSERT(read, "fuse-matmul-nbits: {}", why);
     } else {
+      std::string xb = nbits::rawBytes(*x, &why, keeper);
+      QCONV_ASSERT(why.empty(), "fuse-matmul-nbits: {}", why);
       for (uint64_t col = 0; col < N; ++col)
         for (uint64_t k = 0; k < K; ++k)  // a signed q is stored as q + 2^(bits-1): its bits plus the offset, mod 2^bits
           nbits::pack(b, col * padded + k, g.bits, (nbits::unpack(xb, k * N + col, g.bits) + offset) & ((1u << g.bits) - 1));
+      nbits::recycle(keeper, std::move(xb));
     }
     auto bt = std::make_unique<TensorProto>();
     bt->set_data_type(TensorProto::UINT8);
     for (int64_t d : {g.N, static_cast<int64_t>(blocks), g.block * g.bits / 8}) bt->add_dims(d);
     // scales[n, b] = scale[b, n]
-    const std::string sb = nbits::rawBytes(*scale, &why);
+    std::string sb = nbits::rawBytes(*scale, &why, keeper);
     QCONV_ASSERT(why.empty(), "fuse-matmul-nbits: {}", why);
     const size_t w = ir::byteWidth(scale->initializer()->data_type());
-    std::string st = nbits::transposeElements(sb, blocks, N, w);
+    std::string st = nbits::buffer(keeper, sb.size(), false);  // every byte is written
+    nbits::transposeElements(sb, blocks, N, w, st);
+    nbits::recycle(keeper, std::move(sb));
     auto scales = std::make_unique<TensorProto>();
     scales->set_data_type(scale->initializer()->data_type());
     scales->add_dims(g.N);

@@ -103,37 +103,43 @@ struct LowerMatMulNBits {
     const bool has_zp = n.input(3) != nullptr;
     const unsigned offset = has_zp ? 0u : 1u << (s.bits - 1);  // no zero points: signed, at 0
     std::string why;
-    const std::string b = nbits::rawBytes(*n.input(1), &why);
-    QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
+    ir::ByteKeeper* keeper = model.byte_keeper.get();
 
     // x[k, n] = B's element k of row n
     auto x = std::make_unique<TensorProto>();
     x->set_data_type(nbits::standardType(s.bits, !has_zp));
     x->add_dims(s.K);
     x->add_dims(s.N);
-    std::string packed((K * N * static_cast<uint64_t>(s.bits) + 7) / 8, '\0');
-    if (s.bits == 4 && K % 2 == 0 && N % 2 == 0) {  // the fast path: whole bytes, in tiles
-      nbits::transposeNibbles(b, padded / 2, N, K, packed, N / 2, offset);
+    const bool whole_bytes = s.bits == 4 && K % 2 == 0 && N % 2 == 0;  // the fast path: whole bytes, in tiles
+    std::string packed = nbits::buffer(keeper, (K * N * static_cast<uint64_t>(s.bits) + 7) / 8, !whole_bytes);
+    if (whole_bytes) {  // it writes every byte
+      const bool read = nbits::transposeNibblesOf(*n.input(1), padded / 2, N, K, packed, N / 2, offset, &why);
+      QCONV_ASSERT(read, "lower-matmul-nbits: {}", why);
     } else {
+      std::string b = nbits::rawBytes(*n.input(1), &why, keeper);
+      QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
       for (uint64_t col = 0; col < N; ++col)
         for (uint64_t k = 0; k < K; ++k)
           nbits::pack(packed, k * N + col, s.bits, (nbits::unpack(b, col * padded + k, s.bits) - offset) & ((1u << s.bits) - 1));
+      nbits::recycle(keeper, std::move(b));
     }
 
     // scale[b, n] = scales[n * k_blocks + b], in the scales' own type
     const ir::Value* scales = n.input(2);
-    const std::string sb = nbits::rawBytes(*scales, &why);
+    std::string sb = nbits::rawBytes(*scales, &why, keeper);
     QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
     const size_t w = ir::byteWidth(scales->initializer()->data_type());
     auto scale = std::make_unique<TensorProto>();
     scale->set_data_type(scales->initializer()->data_type());
     scale->add_dims(s.blocks);
     scale->add_dims(s.N);
-    std::string st = nbits::transposeElements(sb, N, blocks, w);
+    std::string st = nbits::buffer(keeper, sb.size(), false);  // every byte is written
+    nbits::transposeElements(sb, N, blocks, w, st);
+    nbits::recycle(keeper, std::move(sb));
 
-    std::vector<ir::Value*> dq_in{nbits::addMadeTensor(graph, model.byte_keeper.get(), n.input(1)->name() + "_x", std::move(x),
+    std::vector<ir::Value*> dq_in{nbits::addMadeTensor(graph, keeper, n.input(1)->name() + "_x", std::move(x),
                                                        std::move(packed)),
-                                  nbits::addMadeTensor(graph, model.byte_keeper.get(), scales->name() + "_blocked",
+                                  nbits::addMadeTensor(graph, keeper, scales->name() + "_blocked",
                                                        std::move(scale), std::move(st))};
     if (has_zp) {  // zero[b, n] = zero_points' element b of row n
       const std::string zb = nbits::rawBytes(*n.input(3), &why);
@@ -146,7 +152,7 @@ struct LowerMatMulNBits {
       std::string zt((blocks * N * static_cast<uint64_t>(s.bits) + 7) / 8, '\0');
       for (uint64_t col = 0; col < N; ++col)
         for (uint64_t blk = 0; blk < blocks; ++blk) nbits::pack(zt, blk * N + col, s.bits, nbits::unpack(zb, col * row + blk, s.bits));
-      dq_in.push_back(nbits::addMadeTensor(graph, model.byte_keeper.get(), n.input(3)->name() + "_blocked", std::move(zero),
+      dq_in.push_back(nbits::addMadeTensor(graph, keeper, n.input(3)->name() + "_blocked", std::move(zero),
                                            std::move(zt)));
     }
     ir::Node* dq = graph.createNode("DequantizeLinear", "", dq_in, 1, &n);
