@@ -147,5 +147,28 @@ DISTRIBUTIONS = {
 }
 
 
+def host_cpu_flags() -> set[str]:
+    """This host's CPU flags (x86 Linux: /proc/cpuinfo), or none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def host_has_vnni() -> bool:
+    """Whether int8 kernels here have VNNI (without it, x86 u8 x s8 kernels can saturate). A
+    non-x86 host has no such kernel: it counts as one with."""
+    flags = host_cpu_flags()
+    return not ("sse2" in flags) or bool({"avx512_vnni", "avx_vnni"} & flags)
+
+
+def host_has_avx512() -> bool:
+    return "avx512f" in host_cpu_flags()
+
+
 def versions(runtime: str) -> str:
     return ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS[runtime])

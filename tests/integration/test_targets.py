@@ -106,6 +106,18 @@ def test_the_output_for_a_target_runs_there_within_one_step_of_the_reference(inp
         return
     got = runtimes.RUNNERS[target](dst, xs)
     off = steps_off(want, got, step)
+    if off > 1.0001 and target == "openvino" and not runtimes.host_has_vnni():
+        # OpenVINO's x86 int8 kernels saturate on a CPU without VNNI, where check-saturation warns
+        # for --target openvino (docs/targets.md, "Saturation"); its remedy, --weight-type uint8,
+        # computes exactly there. On a VNNI host the output itself must be exact.
+        assert "can saturate OpenVINO's u8 x s8 kernel" in r.stderr, r.stderr
+        remedied = str(tmp_path / "uint8.onnx")
+        r = convert(src, remedied, "--target", target, "--format", fmt, "--weight-type", "uint8")
+        assert r.returncode == 0 and "can saturate" not in r.stderr, r.stderr
+        fixed = steps_off(want, runtimes.RUNNERS[target](remedied, xs), step)
+        assert fixed <= 1.0001, f"openvino is {off:.2f} steps off, and {fixed:.2f} with --weight-type uint8"
+        TARGET_ROWS.append((target, fmt, case, f"saturates on this CPU ({off:.0f} steps); exact with --weight-type uint8"))
+        return
     assert off <= 1.0001, f"{target} is {off:.2f} steps off the reference"
     TARGET_ROWS.append((target, fmt, case, f"{off:.0f} steps"))
 
@@ -481,9 +493,20 @@ RUNTIME_BUGS = {
 }
 
 
+# Bugs that depend on the host's CPU: (the hosts they were measured on, the outcome elsewhere).
+# OpenVINO 2026.4.1 refuses an int8 MaxPool at a zero point other than 0 on an AVX-512 VNNI CPU,
+# and runs it exactly on an AVX2 one (AMD EPYC, measured 2026-11-26): its profile routes around
+# it for every host, since the converted model runs on hosts the converter never sees.
+HOST_DEPENDENT_BUGS = {
+    "openvino-int8-maxpool-between-convs-zp5": (runtimes.host_has_avx512, ("exact", "")),
+}
+
+
 @pytest.mark.parametrize("bug", list(RUNTIME_BUGS))
 def test_each_runtime_bug_the_profiles_route_around_still_holds(tmp_path, bug):
     runtime, make, outcome, words = RUNTIME_BUGS[bug]
+    if bug in HOST_DEPENDENT_BUGS and not HOST_DEPENDENT_BUGS[bug][0]():
+        outcome, words = HOST_DEPENDENT_BUGS[bug][1]
     m = make()
     onnx.checker.check_model(m, full_check=True)  # spec-valid
     path = str(tmp_path / f"{bug}.onnx")
