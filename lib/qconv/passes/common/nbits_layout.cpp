@@ -200,17 +200,51 @@ bool transposeNibblesOf(const ir::Value& v, uint64_t in_stride, uint64_t rows, u
 
 namespace {
 
+/// out[c][r] = in[r][c] for rows [r0, r1) x columns [c0, c1) of a rows x cols matrix of T, in
+/// 64 x 64 tiles.
 template <typename T>
-void transposeTyped(const std::string& in, uint64_t rows, uint64_t cols, std::string& out) {
+void transposeTyped(const std::string& in, uint64_t rows, uint64_t cols, std::string& out, uint64_t r0, uint64_t r1,
+                    uint64_t c0, uint64_t c1) {
   constexpr uint64_t kTile = 64;
-  for (uint64_t r0 = 0; r0 < rows; r0 += kTile)
-    for (uint64_t c0 = 0; c0 < cols; c0 += kTile)
-      for (uint64_t r = r0; r < std::min(r0 + kTile, rows); ++r)
-        for (uint64_t c = c0; c < std::min(c0 + kTile, cols); ++c) {
+  for (uint64_t rt = r0; rt < r1; rt += kTile)
+    for (uint64_t ct = c0; ct < c1; ct += kTile)
+      for (uint64_t r = rt; r < std::min(rt + kTile, r1); ++r)
+        for (uint64_t c = ct; c < std::min(ct + kTile, c1); ++c) {
           T v;
           std::memcpy(&v, &in[(r * cols + c) * sizeof(T)], sizeof(T));
           std::memcpy(&out[(c * rows + r) * sizeof(T)], &v, sizeof(T));
         }
+}
+
+/// transposeTyped of 4-byte elements (float scales): 4 x 4 blocks of SSE2 shuffles on x86-64
+/// (the same bytes), the scalar loop for the rest.
+void transpose32(const std::string& in, uint64_t rows, uint64_t cols, std::string& out) {
+  uint64_t rv = 0, cv = 0;  // done in blocks: rows [0, rv), columns [0, cv)
+#if defined(__SSE2__)
+  rv = rows / 4 * 4;
+  cv = cols / 4 * 4;
+  const uint64_t in_row = cols * 4, out_row = rows * 4;
+  constexpr uint64_t kTile = 64;
+  for (uint64_t rt = 0; rt < rv; rt += kTile)
+    for (uint64_t ct = 0; ct < cv; ct += kTile)
+      for (uint64_t r = rt; r < std::min(rt + kTile, rv); r += 4)
+        for (uint64_t c = ct; c < std::min(ct + kTile, cv); c += 4) {
+          const char* src = in.data() + r * in_row + c * 4;
+          char* dst = out.data() + c * out_row + r * 4;
+          const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+          const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + in_row));
+          const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * in_row));
+          const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * in_row));
+          const __m128i ab01 = _mm_unpacklo_epi32(a, b), ed01 = _mm_unpacklo_epi32(e, d);  // a0 b0 a1 b1, e0 d0 e1 d1
+          const __m128i ab23 = _mm_unpackhi_epi32(a, b), ed23 = _mm_unpackhi_epi32(e, d);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_unpacklo_epi64(ab01, ed01));  // a0 b0 e0 d0
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + out_row), _mm_unpackhi_epi64(ab01, ed01));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * out_row), _mm_unpacklo_epi64(ab23, ed23));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 3 * out_row), _mm_unpackhi_epi64(ab23, ed23));
+        }
+#endif
+  transposeTyped<uint32_t>(in, rows, cols, out, 0, rv, cv, cols);
+  transposeTyped<uint32_t>(in, rows, cols, out, rv, rows, 0, cols);
 }
 
 }  // namespace
@@ -219,10 +253,10 @@ void transposeElements(const std::string& in, uint64_t rows, uint64_t cols, size
   QCONV_ASSERT(out.size() == in.size() && in.size() == rows * cols * width, "transposeElements: {} bytes for {} x {} x {}",
                in.size(), rows, cols, width);
   switch (width) {  // a copy of a known width is a move, not a call
-    case 1: return transposeTyped<uint8_t>(in, rows, cols, out);
-    case 2: return transposeTyped<uint16_t>(in, rows, cols, out);
-    case 4: return transposeTyped<uint32_t>(in, rows, cols, out);
-    case 8: return transposeTyped<uint64_t>(in, rows, cols, out);
+    case 1: return transposeTyped<uint8_t>(in, rows, cols, out, 0, rows, 0, cols);
+    case 2: return transposeTyped<uint16_t>(in, rows, cols, out, 0, rows, 0, cols);
+    case 4: return transpose32(in, rows, cols, out);
+    case 8: return transposeTyped<uint64_t>(in, rows, cols, out, 0, rows, 0, cols);
     default: QCONV_ASSERT(false, "transposeElements: elements of {} bytes", width);
   }
 }

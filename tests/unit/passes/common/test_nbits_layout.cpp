@@ -47,3 +47,20 @@ TEST_CASE("transposeNibbles: out[c][r] = in[r][c] ^ flip, for every size and str
           }
   }
 }
+
+TEST_CASE("transposeElements: out[c][r] = in[r][c] for elements of 1, 2, 4 and 8 bytes, at every size") {
+  uint32_t seed = 100;
+  for (size_t width : {1u, 2u, 4u, 8u})
+    for (uint64_t rows : {1u, 3u, 4u, 8u, 66u, 129u})
+      for (uint64_t cols : {1u, 4u, 5u, 64u, 130u}) {
+        const std::string in = randomBytes(rows * cols * width, seed++);
+        std::string out(in.size(), '\0');
+        qconv::nbits::transposeElements(in, rows, cols, width, out);
+        uint64_t wrong = 0;
+        for (uint64_t r = 0; r < rows; ++r)
+          for (uint64_t c = 0; c < cols; ++c)
+            wrong += in.compare((r * cols + c) * width, width, out, (c * rows + r) * width, width) != 0;
+        INFO(width << "-byte elements, " << rows << " x " << cols);
+        CHECK(wrong == 0);
+      }
+}
