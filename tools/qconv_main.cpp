@@ -1,32 +1,66 @@
 // The qconv command line: binds flags to ConvertOptions and calls qconv::run. Nothing more.
+// Usage errors are exit 2 in one line naming the cause (usage.h finds the nearest valid word).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "qconv/diag.h"
+#include "qconv/io/model_io.h"
 #include "qconv/passes/pass.h"
 #include "qconv/pipeline/run.h"
+#include "qconv_version.h"
+#include "usage.h"
+
+namespace {
+
+int usageError(const std::string& what) {
+  std::cerr << "qconv: error: " << qconv::printable(what) << "\n";
+  return static_cast<int>(qconv::ExitCode::Usage);
+}
+
+/// '-' is not standard input or output: a model's external data lives in files beside it, and
+/// an output is written atomically by renaming a file into place (docs/cli.md).
+std::string dashPath(const std::string& what, const std::string& path) {
+  if (path != "-") return {};
+  return fmt::format("{} '-': qconv reads and writes named files, not standard input or output (a model's external "
+                     "data lives in files beside it, and an output is renamed into place); give a file name",
+                     what);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, which is exit 5 with a
   // message and nothing left behind, instead of the process being killed by SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
+  // --version anywhere before "--" (qconv convert --version too)
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::cout << "qconv " << QCONV_VERSION << " (commit " << QCONV_COMMIT << ")\nbuilt with "
+                << qconv::io::builtWith() << "\n";
+      return 0;
+    }
   CLI::App app{"qconv: convert quantized ONNX models to standard QDQ or QOp ONNX, exactly"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "qconv 0.1.0");
+  app.require_subcommand(0, 1);
+  app.allow_extras();  // an unknown subcommand is named below, with the nearest one
+  app.add_flag("--version", "print qconv's version and commit, and the ONNX and protobuf it was built with");
+  app.footer("Exit codes: 0 done; 1 verify found what --fail-on fails on; 2 usage; 3 unreadable or invalid input; "
+             "4 unsupported; 5 cannot write; 6 out of memory; 7 --require-change and nothing changed; 70 internal "
+             "error. 'qconv help SUBCOMMAND' for each one's flags; docs/cli.md.");
 
   qconv::ConvertOptions options;
-  bool quiet = false, verbose = false;
+  bool quiet = false;
   auto* convert = app.add_subcommand("convert", "convert IN into OUT, or each IN into DIR with --out-dir");
   std::vector<std::string> files;
   convert->add_option("files", files,
                       "IN OUT: the input model (never modified) and the output (written atomically); with "
-                      "--out-dir, the input models")
-      ->required();
+                      "--out-dir, the input models");
   convert->add_option("--out-dir", options.out_dir,
                       "a batch: convert each IN to DIR/<its file name> in this one process (exit code: the "
                       "greatest of the items')");
@@ -81,13 +115,18 @@ int main(int argc, char** argv) {
   convert->add_flag("--fsync", options.fsync,
                     "flush the output to disk before renaming it into place, so that it survives a power loss "
                     "(the write is atomic either way)");
-  convert->add_flag("-q,--quiet", quiet, "print only warnings and errors");
-  convert->add_flag("-v,--verbose", verbose, "print debug notes too");
+  convert->add_flag("--require-change", options.require_change,
+                    "exit 7, writing nothing, when nothing in the input is quantized or no group was rewritten");
+  auto* quiet_flag = convert->add_flag("-q,--quiet", quiet, "print errors only (and a batch's total line)");
+  int verbose = 0;
+  convert->add_flag("-v,--verbose", verbose, "print a note for every node rewritten, left or advised about; -vv: "
+                                              "debug lines too")
+      ->excludes(quiet_flag);
 
   qconv::VerifyCommand verify;
   auto* verify_cmd = app.add_subcommand("verify", "check a quantized model's parameters and representations; "
                                                   "exit 0 when clean, 1 with findings (docs/cli.md)");
-  verify_cmd->add_option("model", verify.model, "the model (.onnx)")->required();
+  verify_cmd->add_option("model", verify.model, "the model (.onnx)");
   verify_cmd->add_flag("--json", verify.json, "print the findings as one JSON object");
   verify_cmd->add_flag("--symmetric", verify.symmetric,
                        "also name what a runtime taking int8 at zero point 0 only (TensorRT) refuses");
@@ -95,12 +134,21 @@ int main(int argc, char** argv) {
   verify_cmd->add_flag("-q,--quiet", verify_quiet, "no summary line on stderr");
   verify_cmd->add_option("--target", verify.target,
                          "the runtime the model is for: name what it cannot run (findings), and saturation only "
-                         "where it can happen (onnxruntime); without it, saturation is a warning");
+                         "where it can happen (onnxruntime); without it, saturation is a note");
+  std::string fail_on = "error";
+  verify_cmd->add_option("--fail-on", fail_on, "exit 1 when a finding is of this severity or worse: error (default), "
+                                               "warning or note")
+      ->check(CLI::IsMember({"error", "warning", "note"}));
+  bool werror = false;
+  verify_cmd->add_flag("--werror", werror, "warnings fail too: --fail-on warning");
+  verify_cmd->add_option("--ignore", verify.ignore, "set this kind of finding aside (repeat, or KIND,KIND; the kinds: "
+                                                    "docs/cli.md)")
+      ->delimiter(',');
 
   qconv::InspectCommand inspect;
   auto* inspect_cmd = app.add_subcommand("inspect", "say what a model is (dialects, operators, quantized tensors) and "
                                                     "what convert would do with it; writes nothing");
-  inspect_cmd->add_option("model", inspect.model, "the model (.onnx)")->required();
+  inspect_cmd->add_option("model", inspect.model, "the model (.onnx)");
   inspect_cmd->add_flag("--json", inspect.json, "print it as one JSON object (docs/cli.md)");
   std::string inspect_format = "qop";
   inspect_cmd->add_option("--format", inspect_format, "the conversion to dry-run (default qop)")
@@ -109,16 +157,49 @@ int main(int argc, char** argv) {
 
   auto* targets = app.add_subcommand("targets", "list the runtimes --target writes for, one line each");
   auto* passes = app.add_subcommand("passes", "list the passes and the pipelines of each format");
+  auto* help = app.add_subcommand("help", "print the help of qconv, or of SUBCOMMAND");
+  std::string topic;
+  help->add_option("subcommand", topic, "a subcommand");
+  for (CLI::App* sub : {convert, verify_cmd, inspect_cmd, targets, passes, help}) sub->allow_extras();
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "qconv: error: " << qconv::printable(e.what()) << " (run 'qconv --help')\n";
-    return static_cast<int>(qconv::ExitCode::Usage);
+    return usageError(fmt::format("{} ('qconv help' lists the flags)", e.what()));
+  }
+  CLI::App* chosen = nullptr;
+  for (CLI::App* sub : {convert, verify_cmd, inspect_cmd, targets, passes, help})
+    if (sub->parsed()) chosen = sub;
+  if (!chosen) {
+    const std::vector<std::string> names = qconv::cli::subcommandsOf(app);
+    std::string all;
+    for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+    if (!app.remaining().empty() && app.remaining().front().rfind('-', 0) != 0) {
+      const std::string word = app.remaining().front();
+      const std::string near = qconv::cli::nearest(word, names);
+      return usageError(fmt::format("unknown subcommand '{}'{}; qconv's are {}", word,
+                                    near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), all));
+    }
+    if (const std::string why = qconv::cli::unexpected(app); !why.empty()) return usageError(why);
+    return usageError(fmt::format("give a subcommand: {} ('qconv help' explains them)", all));
+  }
+  if (const std::string why = qconv::cli::unexpected(*chosen); !why.empty()) return usageError(why);
+
+  if (help->parsed()) {
+    if (topic.empty()) {
+      std::cout << app.help();
+      return 0;
+    }
+    for (CLI::App* sub : {convert, verify_cmd, inspect_cmd, targets, passes, help})
+      if (sub->get_name() == topic) {
+        std::cout << sub->help();
+        return 0;
+      }
+    const std::string near = qconv::cli::nearest(topic, qconv::cli::subcommandsOf(app));
+    return usageError(fmt::format("qconv help {}: no such subcommand{}", topic,
+                                  near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
   }
 
   if (passes->parsed()) {
@@ -140,6 +221,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (inspect_cmd->parsed()) {
+    if (inspect.model.empty()) return usageError("qconv inspect: give the MODEL to describe");
+    if (const std::string why = dashPath("qconv inspect", inspect.model); !why.empty()) return usageError(why);
     inspect.format = inspect_format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
     inspect.format_given = inspect_cmd->count("--format") > 0;
     const int code = qconv::inspect(inspect, std::cout, std::cerr);
@@ -147,19 +230,33 @@ int main(int argc, char** argv) {
     return code;
   }
   if (verify_cmd->parsed()) {
+    if (verify.model.empty()) return usageError("qconv verify: give the MODEL to check");
+    if (const std::string why = dashPath("qconv verify", verify.model); !why.empty()) return usageError(why);
+    verify.fail_on = werror || fail_on == "warning" ? qconv::analysis::Severity::Warning
+                     : fail_on == "note"            ? qconv::analysis::Severity::Note
+                                                    : qconv::analysis::Severity::Error;
+    if (werror && fail_on == "note") verify.fail_on = qconv::analysis::Severity::Note;
     verify.verbosity = verify_quiet ? 0 : 1;
     const int code = qconv::verify(verify, std::cout, std::cerr);
     std::cout.flush();
     return code;
   }
+  for (const std::string& f : files)
+    if (const std::string why = dashPath("qconv convert: a model path", f); !why.empty()) return usageError(why);
+  for (const std::string* f : {&options.out_dir, &options.report})
+    if (const std::string why = dashPath(f == &options.report ? "--report" : "--out-dir", *f); !why.empty())
+      return usageError(why);
+  if (convert->count("--jobs") && options.out_dir.empty())
+    return usageError("-j/--jobs converts a batch's models at once: it goes with --out-dir DIR IN...");
   if (!options.out_dir.empty()) {
     options.inputs = files;
   } else if (files.size() == 2) {
     options.input = files[0];
     options.output = files[1];
   } else {
-    std::cerr << "qconv: error: convert takes IN OUT, or --out-dir DIR IN... (run 'qconv --help')\n";
-    return static_cast<int>(qconv::ExitCode::Usage);
+    return usageError(fmt::format("qconv convert takes IN OUT, or --out-dir DIR IN... (it was given {} path{}; "
+                                  "'qconv help convert')",
+                                  files.size(), files.size() == 1 ? "" : "s"));
   }
   options.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
   options.format_given = !format.empty();
@@ -167,7 +264,8 @@ int main(int argc, char** argv) {
   options.weight_type = typeOf(weight_type);
   options.activation_type = typeOf(activation_type);
   options.check_saturation = !no_saturation_check;
-  options.verbosity = quiet ? 0 : (verbose ? 2 : 1);
+  options.verbosity = quiet ? 0 : 1 + verbose;
+  options.progress = !quiet && isatty(STDERR_FILENO);
   const int code = qconv::run(options, std::cout, std::cerr);
 #ifdef QCONV_SANITIZED
   return code;  // LeakSanitizer checks at a normal exit

@@ -23,6 +23,7 @@ enum class ExitCode : int {
   Unsupported = 4,  // valid model, but a construct qconv cannot convert exactly
   Output = 5,       // cannot write the output
   OutOfMemory = 6,  // the conversion needs more memory than the process may have
+  Unchanged = 7,    // --require-change: nothing in the input is quantized, or nothing was rewritten
   Internal = 70,    // a bug in qconv
 };
 

@@ -114,7 +114,7 @@ std::vector<float> floatsOf(const qconv::ir::Value* v) {
 Reporter::Reporter(qconv::PassOptions options)
     : sink(std::make_shared<spdlog::sinks::ostream_sink_st>(text)), log("test", sink), ctx(log, options, "test.onnx") {
   log.set_pattern("%l: %v");
-  log.set_level(spdlog::level::debug);
+  log.set_level(spdlog::level::trace);  // every line a pass says, its details too
 }
 
 ModelBuilder convModel(const ConvSpec& s) {

@@ -11,11 +11,40 @@
 #include "qconv/analysis/annotation.h"
 #include "qconv/analysis/quant_sites.h"
 #include "qconv/analysis/representation.h"
+#include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/pass.h"
 #include "qconv/quant.h"
 
 namespace qconv::analysis {
+
+const std::vector<FindingKind>& findingKinds() {
+  static const std::vector<FindingKind> kinds = {
+      {"scale-invalid", Severity::Error},   {"zero-point-range", Severity::Error}, {"per-axis", Severity::Error},
+      {"asymmetric", Severity::Error},      {"target", Severity::Error},           {"representation", Severity::Warning},
+      {"bias-scale", Severity::Warning},    {"bias-overflow", Severity::Warning},  {"saturation", Severity::Warning},
+      {"annotation", Severity::Warning},    {"no-quantization", Severity::Warning},
+  };
+  return kinds;
+}
+
+const FindingKind* findKind(std::string_view name) {
+  for (const FindingKind& k : findingKinds())
+    if (name == k.name) return &k;
+  return nullptr;
+}
+
+const char* severityName(Severity s) {
+  switch (s) {
+    case Severity::Note:
+      return "note";
+    case Severity::Warning:
+      return "warning";
+    case Severity::Error:
+      return "error";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -27,9 +56,14 @@ class Findings {
     add(kind, n.label(), t ? t->name() : std::string(), std::move(message));
   }
   void add(const std::string& kind, const std::string& node, const std::string& tensor, std::string message,
-           bool advisory = false) {
+           Severity severity) {
     if (seen_.insert(kind + '\n' + node + '\n' + tensor).second)
-      all_.push_back({kind, node, tensor, std::move(message), advisory});
+      all_.push_back({kind, node, tensor, std::move(message), severity});
+  }
+  void add(const std::string& kind, const std::string& node, const std::string& tensor, std::string message) {
+    const FindingKind* k = findKind(kind);
+    QCONV_ASSERT(k, "finding kind '{}' is not in findingKinds()", kind);
+    add(kind, node, tensor, std::move(message), k->severity);
   }
   std::vector<Finding> take() { return std::move(all_); }
 
@@ -276,8 +310,8 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   ctx.setPass("check-saturation");
   checkSaturation(model, ctx);  // says nothing for a target without onnxruntime's kernels
   for (const Said& s : ctx.said())
-    if (s.kind == Report::Warning && s.subject != model.path)
-      out.add("saturation", s.subject, "", s.text, /*advisory=*/options.target == nullptr);
+    if (s.kind == Report::Advisory)
+      out.add("saturation", s.subject, "", s.text, options.target ? Severity::Warning : Severity::Note);
   ctx.setPass("check-target");
   checkTarget(model, ctx);  // nothing without a target
   for (const Said& s : ctx.said())

@@ -20,12 +20,19 @@
 //   annotation          a quantization_annotation that names no tensor, lacks SCALE_TENSOR, names
 //                       a parameter tensor that does not exist, or disagrees with the graph
 //
+//   no-quantization     nothing in the model is quantized (pipeline/verify.cpp says it)
+//
+// Each kind has a severity (findingKinds(), docs/cli.md): an error is a model that is invalid or
+// computes wrong numbers on the target; a warning a risk on some hosts or a form some runtimes
+// refuse; a note advice. saturation is a note without a target and a warning with one.
+//
 // Only the main graph is checked (subgraphs are not). Reads the model, never changes it.
 #pragma once
 
 #include <spdlog/logger.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "qconv/ir/ir.h"
@@ -33,12 +40,26 @@
 
 namespace qconv::analysis {
 
+enum class Severity { Note, Warning, Error };
+
+/// "note", "warning", "error".
+const char* severityName(Severity s);
+
+struct FindingKind {
+  const char* name;
+  Severity severity;
+};
+
+/// Every kind verify says, with its severity (saturation's with a target; a note without).
+const std::vector<FindingKind>& findingKinds();
+const FindingKind* findKind(std::string_view name);
+
 struct Finding {
   std::string kind;
   std::string node;    // the node's label
   std::string tensor;  // the tensor it is about
   std::string message;
-  bool advisory = false;  // said, but not a finding: it does not change verify's exit code
+  Severity severity = Severity::Error;
 };
 
 struct VerifyOptions {

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/stubs/common.h>
 #include <onnx/checker.h>
+#include <onnx/defs/schema.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -278,6 +280,15 @@ int64_t minIrVersionForOpset(int64_t opset) {
   if (opset >= 11) return 6;
   if (opset >= 10) return 5;
   return 3;
+}
+
+std::string builtWith() {
+  const auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  const auto ai_onnx = ranges.find("");
+  const int p = GOOGLE_PROTOBUF_VERSION;  // e.g. 3021012
+  return fmt::format("ONNX {} (IR version {}, ai.onnx opsets up to {}), protobuf {}.{}.{}", QCONV_ONNX_VERSION,
+                     static_cast<int>(onnx::IR_VERSION), ai_onnx == ranges.end() ? 0 : ai_onnx->second.second,
+                     p / 1000000, p / 1000 % 1000, p % 1000);
 }
 
 }  // namespace qconv::io

@@ -178,4 +178,8 @@ inline void writeModelAtomically(onnx::ModelProto model, const std::string& path
 /// Minimum IR version that a default-domain opset needs.
 int64_t minIrVersionForOpset(int64_t opset);
 
+/// What qconv was built with, for --version: "ONNX 1.23.2 (IR version 14, opsets up to 28),
+/// protobuf 3.21.12".
+std::string builtWith();
+
 }  // namespace qconv::io

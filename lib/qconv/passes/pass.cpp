@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace qconv {
 
 void PassContext::report(Report kind, const std::string& subject, const std::string& text) {
@@ -9,14 +11,15 @@ void PassContext::report(Report kind, const std::string& subject, const std::str
   switch (kind) {
     case Report::Refused:
     case Report::Done:
-      log_.info("{}", line);
+    case Report::Advisory:
+      log_.debug("{}", line);  // a note: printed with -v
       break;
     case Report::Unconvertible:
-      log_.info("{}", line);
+      log_.debug("{}", line);
       unconvertible_.emplace(subject, text);
       break;
     case Report::Detail:
-      log_.debug("{}", line);
+      log_.trace("{}", line);  // printed with -vv
       return;  // not kept
     case Report::Approximation:
       log_.warn("approximation: {}", line);
@@ -33,6 +36,17 @@ std::vector<std::string> PassContext::reports(Report kind) const {
   for (const Said& s : said_)
     if (s.kind == kind) lines.push_back(fmt::format("{}: {}", s.subject, s.text));
   return lines;
+}
+
+std::vector<std::string> PassContext::warnings() const {
+  std::vector<std::string> lines;
+  for (const Said& s : said_)
+    if (s.kind == Report::Warning || s.kind == Report::Advisory) lines.push_back(fmt::format("{}: {}", s.subject, s.text));
+  return lines;
+}
+
+size_t PassContext::advisories() const {
+  return static_cast<size_t>(std::count_if(said_.begin(), said_.end(), [](const Said& s) { return s.kind == Report::Advisory; }));
 }
 
 std::string PassContext::unconvertibleReason(const std::string& label) const {

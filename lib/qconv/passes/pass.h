@@ -42,16 +42,20 @@ struct PassOptions {
 };
 
 /// The one vocabulary of everything a pass says. Each line is "<subject>: <text>", where the
-/// subject is a node's label (or the file, for the whole model).
+/// subject is a node's label (or the file, for the whole model). Printed at the level in
+/// brackets (docs/cli.md, "Messages"): a warning always, a note with -v, a debug line with -vv;
+/// everything but Detail also goes into --report.
 enum class Report {
-  Refused,        // a selector declined a node; it stays as it is, still correct        (info)
+  Refused,        // a selector declined a node; it stays as it is, still correct        (note)
   Unconvertible,  // a selector declined a node no standard runtime runs: if it is still in the
                   // graph when the pipeline ends, refuse-foreign-ops refuses the model with
-                  // this text (exit 4)                                                  (info)
-  Done,           // what an action did that the user may want to know                   (info)
+                  // this text (exit 4)                                                  (note)
+  Done,           // what an action did that the user may want to know                   (note)
   Detail,         // what only a developer wants to know                                 (debug)
   Approximation,  // a change of numbers a flag allowed: also in the output's metadata  (warning)
   Warning,        // something to act on though the conversion is exact                  (warning)
+  Advisory,       // one node's part of a Warning the pass says once for the model, grouped
+                  // ("61 weight pairs in 3 nodes ..."): counted in the summary          (note)
 };
 
 /// One thing a pass said, kept for the report (--report): which pass, about what, what.
@@ -99,7 +103,10 @@ class PassContext {
   std::vector<std::string> reports(Report kind) const;
   std::vector<std::string> refusals() const { return reports(Report::Refused); }
   std::vector<std::string> approximations() const { return reports(Report::Approximation); }
-  std::vector<std::string> warnings() const { return reports(Report::Warning); }
+  /// The Warning and Advisory lines, in order (a grouped warning's parts come before it).
+  std::vector<std::string> warnings() const;
+  /// How many Advisory lines were said: the summary line's count.
+  size_t advisories() const;
   const std::map<std::string, int>& counters() const { return counters_; }
   /// The Unconvertible text reported for the node labelled `label`, or empty.
   std::string unconvertibleReason(const std::string& label) const;

@@ -148,7 +148,15 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
   signals.wait(gate);
   for (auto& t : threads) t.join();
   int code = 0;
-  for (const ItemReport& r : report.items) code = std::max(code, r.exit_code);
+  size_t failed = 0;
+  for (const ItemReport& r : report.items) {
+    code = std::max(code, r.exit_code);
+    failed += r.exit_code != 0;
+  }
+  // the batch's total: one line at every verbosity, -q too
+  err.write(fmt::format("qconv: {}: batch: {} of {} model{} converted into {}{}\n", failed ? "error" : "info",
+                        n - failed, n, n == 1 ? "" : "s", printable(options.out_dir),
+                        failed ? fmt::format(", {} failed (exit {})", failed, code) : ""));
   return code;
 }
 

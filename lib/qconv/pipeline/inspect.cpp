@@ -105,11 +105,11 @@ void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report)
   report.stages = pm.timings();
 }
 
-/// The nodes check-saturation warned about in the dry run (not its whole-model summary).
-std::vector<const Said*> saturationRisks(const std::string& model, const ItemReport& run) {
+/// The nodes check-saturation advised about in the dry run (its Advisory lines).
+std::vector<const Said*> saturationRisks(const ItemReport& run) {
   std::vector<const Said*> risks;
   for (const Said& s : run.said)
-    if (s.pass == "check-saturation" && s.kind == Report::Warning && s.subject != model) risks.push_back(&s);
+    if (s.pass == "check-saturation" && s.kind == Report::Advisory) risks.push_back(&s);
   return risks;
 }
 
@@ -142,7 +142,7 @@ Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run
   convert["target"] = c.target.empty() ? Json() : Json(c.target);
   j["convert"] = std::move(convert);
   Json saturation = Json::array();
-  for (const Said* s : saturationRisks(c.model, run)) saturation.push_back({{"node", s->subject}, {"message", s->text}});
+  for (const Said* s : saturationRisks(run)) saturation.push_back({{"node", s->subject}, {"message", s->text}});
   j["saturation"] = std::move(saturation);
   return j;
 }
@@ -186,7 +186,7 @@ void printText(std::ostream& out, const InspectCommand& c, const Description& d,
     fmt::print(out, "x86 u8 x s8 saturation risk: none for --target {} (its runtime has no such kernel)\n", c.target);
     return;
   }
-  const auto risks = saturationRisks(c.model, run);
+  const auto risks = saturationRisks(run);
   fmt::print(out, "{} x86 u8 x s8 saturation risk (CPUs without VNNI): {}\n", target->saturating_kernels,
              risks.empty() ? "none" : std::to_string(risks.size()) + " node(s)");
   for (const Said* r : risks) fmt::print(out, "  {}: {}\n", r->subject, r->text);

@@ -34,12 +34,14 @@ class StderrLines {
   std::ostream& os_;
 };
 
-/// One conversion's log sink: each message through printable() (diag.h) before it is
-/// formatted, then written to the shared StderrLines. A message that does not start with
-/// `prefix` (a batch item's input, "a.onnx: ") gets it in front.
+/// One conversion's log sink: each message through printable() (diag.h), then written to the
+/// shared StderrLines as "qconv: <level>: <message>", the level one of error, warning, info,
+/// note (spdlog's debug: -v) and debug (spdlog's trace: -vv). A message that does not start with
+/// `prefix` (the input, "a.onnx: ") gets it in front; an error only when `prefix_errors`.
 class PrintableSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
  public:
-  PrintableSink(StderrLines& lines, std::string prefix) : lines_(lines), prefix_(printable(prefix)) {}
+  PrintableSink(StderrLines& lines, std::string prefix, bool prefix_errors)
+      : lines_(lines), prefix_(printable(prefix)), prefix_errors_(prefix_errors) {}
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override;
@@ -48,6 +50,7 @@ class PrintableSink final : public spdlog::sinks::base_sink<spdlog::details::nul
  private:
   StderrLines& lines_;
   std::string prefix_;
+  bool prefix_errors_;
 };
 
 /// What one conversion needs besides the options.
@@ -69,7 +72,9 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
                 std::ostream& out);
 
 /// A logger on `err`: "qconv: <level>: " + `prefix` (unless the message starts with it) + message.
-std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix = "");
+/// Verbosity 0 (-q): errors; 1: and warnings, info; 2 (-v): and notes; 3 (-vv): and debug lines.
+std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix = "",
+                                             bool prefix_errors = true);
 
 /// The passes' options a conversion's flags give.
 PassOptions passOptionsOf(const ConvertOptions& options);

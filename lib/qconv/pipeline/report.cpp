@@ -22,6 +22,8 @@ const char* kindName(Report kind) {
       return "approximation";
     case Report::Warning:
       return "warning";
+    case Report::Advisory:
+      return "advisory";
   }
   return "unknown";
 }
@@ -53,7 +55,7 @@ Json itemJson(const ItemReport& r) {
   for (const Said& s : r.said)
     if (s.kind == Report::Approximation) approximations.push_back({{"pass", s.pass}, {"node", s.subject}, {"what", s.text}});
   j["approximations"] = std::move(approximations);
-  j["warnings"] = said(r.said, {Report::Warning});
+  j["warnings"] = said(r.said, {Report::Warning, Report::Advisory});
   j["notes"] = said(r.said, {Report::Done});
   Json counts = Json::object();
   for (const auto& [what, n] : r.counts) counts[what] = n;

@@ -39,7 +39,9 @@ std::string summary(const PassContext& ctx) {
   std::string s;
   for (const auto& [what, n] : ctx.counters()) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", n, what);
   if (!ctx.refusals().empty()) s += fmt::format("{}{} left as they were", s.empty() ? "" : "; ", ctx.refusals().size());
-  return s.empty() ? "nothing to change" : s;
+  if (s.empty()) s = "nothing to change";
+  if (const size_t n = ctx.advisories()) s += fmt::format("; {} advisor{} (-v)", n, n == 1 ? "y" : "ies");
+  return s;
 }
 
 /// The output path must name a file: a usage error (exit 2) when it names a folder or nothing;
@@ -127,20 +129,46 @@ void StderrLines::write(std::string_view line) {
   os_.flush();
 }
 
-void PrintableSink::sink_it_(const spdlog::details::log_msg& msg) {
-  std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
-  if (text.rfind(prefix_, 0) != 0) text = prefix_ + text;
-  spdlog::details::log_msg safe = msg;
-  safe.payload = text;
-  spdlog::memory_buf_t line;
-  formatter_->format(safe, line);
-  lines_.write(std::string_view(line.data(), line.size()));
+std::string_view levelName(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::critical:
+    case spdlog::level::err:
+      return "error";
+    case spdlog::level::warn:
+      return "warning";
+    case spdlog::level::info:
+      return "info";
+    case spdlog::level::debug:
+      return "note";
+    default:
+      return "debug";
+  }
 }
 
-std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix) {
-  auto log = std::make_unique<spdlog::logger>("qconv", std::make_shared<PrintableSink>(err, prefix));
-  log->set_pattern("qconv: %l: %v");
-  log->set_level(verbosity <= 0 ? spdlog::level::warn : verbosity == 1 ? spdlog::level::info : spdlog::level::debug);
+void PrintableSink::sink_it_(const spdlog::details::log_msg& msg) {
+  std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
+  const bool prefixed = msg.level != spdlog::level::err || prefix_errors_;
+  if (prefixed && text.rfind(prefix_, 0) != 0) text = prefix_ + text;
+  lines_.write(fmt::format("qconv: {}: {}\n", levelName(msg.level), text));
+}
+
+spdlog::level::level_enum levelOf(int verbosity) {
+  switch (verbosity) {
+    case 0:
+      return spdlog::level::err;
+    case 1:
+      return spdlog::level::info;
+    case 2:
+      return spdlog::level::debug;
+    default:
+      return verbosity < 0 ? spdlog::level::err : spdlog::level::trace;
+  }
+}
+
+std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix,
+                                             bool prefix_errors) {
+  auto log = std::make_unique<spdlog::logger>("qconv", std::make_shared<PrintableSink>(err, prefix, prefix_errors));
+  log->set_level(levelOf(verbosity));
   return log;
 }
 
@@ -165,19 +193,25 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   io::InputModel input = pm.timeStage("read", [&] { return io::openModel(item.input); });
   const std::shared_ptr<io::ExternalFiles> files = input.files;  // what the file-backed tensors read from
   ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), item.input); });
+  bool nothing_quantized = false;
   {
     const analysis::Contents held = analysis::contentsOf(model);  // what inspect and verify read, too
     report.dialects = held.dialectNames();
     report.quantized_tensors = held.tensors.size();
-    log.debug("{}: holds {}; {} quantized tensor(s)", item.input,
+    log.trace("{}: holds {}; {} quantized tensor(s)", item.input,
               held.dialects.empty() ? "no quantization dialect" : fmt::format("{}", fmt::join(report.dialects, ", ")),
               held.tensors.size());
+    nothing_quantized = held.tensors.empty() && held.dialects.empty();
   }
   // the output has external data when the input has: what the passes make then goes straight
   // beside the output, where the writer takes it as the data file (io::KeptFile)
   const bool external_data = files && !files->identities().empty() && !options.inline_data;
   if (external_data) files->keepBeside(item.output);
   pm.run(model, ctx, options.dump ? &out : nullptr);
+  if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
+    throw Error(ExitCode::Unchanged,
+                fmt::format("{}: --require-change: {}; nothing was written", item.input,
+                            nothing_quantized ? "nothing in this model is quantized" : "no group was rewritten (" + summary(ctx) + ")"));
 
   io::WriteOptions write;
   write.durable = options.fsync;
@@ -223,7 +257,11 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas); });
   report.data_file = pending.dataFile();
   pm.timeStage("commit", [&] { pending.commit(); });
-  log.info("{}: {}", item.output, summary(ctx));
+  if (nothing_quantized)
+    log.warn("{}: nothing in this model is quantized (no QuantizeLinear, DequantizeLinear, QLinear or integer op, no "
+             "producer's quantizer): the output computes as the input does (--require-change makes this exit 7)",
+             item.input);
+  log.info("{}: wrote {}: {}", item.input, item.output, summary(ctx));
 }
 
 }  // namespace
@@ -231,7 +269,9 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
 int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,
                 std::ostream& out) {
   // In a batch every line names its input: "qconv: warning: a.onnx: conv_4: ..."
-  const auto logger = stderrLogger(err, options.verbosity, item.batch ? item.input + ": " : "");
+  // Every line names the input ("qconv: note: a.onnx: conv_4: ..."); an error names its own file
+  // ("out.onnx: cannot allocate ..."), and in a batch the input too.
+  const auto logger = stderrLogger(err, options.verbosity, item.input + ": ", item.batch);
   spdlog::logger& log = *logger;
   report.input = item.input;
   report.output = item.output;

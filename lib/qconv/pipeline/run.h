@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "qconv/analysis/verify.h"
+
 namespace qconv {
 
 enum class Format { Qop, Qdq };
@@ -36,7 +38,12 @@ struct ConvertOptions {
   bool check_saturation = true;     // warn where onnxruntime's x86 u8 x s8 kernels can saturate
   bool contrib = false;             // --format qop: com.microsoft ops for the other groups; see PassOptions
   int64_t opset = 0;                // declare this default-domain opset (0: keep the model's); see passes/redeclare_opset.cpp
-  int verbosity = 1;                // 0 quiet (warnings, errors), 1 notes, 2 debug
+  /// exit 7 (ExitCode::Unchanged), writing nothing, when nothing in the input is quantized or no
+  /// group was rewritten
+  bool require_change = false;
+  /// a progress line on `err` (a terminal: the CLI decides) for a conversion past about a second
+  bool progress = false;
+  int verbosity = 1;                // 0 (-q) errors; 1 warnings and one summary line; 2 (-v) notes; 3 (-vv) debug
 };
 
 /// `options` with --target applied: the target's format where --format was not given, its
@@ -59,11 +66,15 @@ struct VerifyCommand {
   bool json = false;       // the findings as one JSON object on `out` (schema: docs/cli.md)
   bool symmetric = false;  // also what a runtime taking int8 at zero point 0 only refuses
   std::string target;      // --target: what that runtime cannot run; saturation only where it can happen
+  /// exit 1 when a finding is of this severity or worse (--fail-on; --werror: warning)
+  analysis::Severity fail_on = analysis::Severity::Error;
+  std::vector<std::string> ignore;  // --ignore KIND: these kinds are set aside (checked: findingKinds())
   int verbosity = 1;
 };
 
-/// Findings on `out`, one line each (or JSON); diagnostics on `err`. Returns 0 when there are
-/// none, 1 (ExitCode::Findings) when there are, 3 when the model cannot be read.
+/// Findings on `out`, one line each (or JSON); diagnostics on `err`. Returns 0 when no finding
+/// is of severity fail_on or worse, 1 (ExitCode::Findings) when one is, 3 when the model cannot
+/// be read, 2 for an unknown --ignore kind.
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err);
 
 /// qconv inspect MODEL [--json] [--format qop|qdq]: what the model is and what convert would do.

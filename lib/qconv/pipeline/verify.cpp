@@ -25,6 +25,13 @@ namespace qconv {
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
   const auto log = stderrLogger(lines, command.verbosity);
+  for (const std::string& kind : command.ignore)
+    if (!analysis::findKind(kind)) {
+      std::string kinds;
+      for (const auto& k : analysis::findingKinds()) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", k.name);
+      log->error("--ignore {}: no such kind of finding; verify's kinds are {}", kind, kinds);
+      return static_cast<int>(ExitCode::Usage);
+    }
   std::vector<analysis::Finding> findings;
   analysis::Contents held;
   int code = 0;
@@ -52,8 +59,20 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     code = failed;
     error = printable(what);
   }
-  const auto real = std::count_if(findings.begin(), findings.end(), [](const auto& f) { return !f.advisory; });
-  if (!code) code = static_cast<int>(real == 0 ? ExitCode::Ok : ExitCode::Findings);
+  if (!code && held.tensors.empty() && held.dialects.empty())
+    findings.push_back({"no-quantization", command.model, "",
+                        "nothing in this model is quantized (no QuantizeLinear, DequantizeLinear, QLinear or integer "
+                        "op, no producer's quantizer)",
+                        analysis::Severity::Warning});
+  // --ignore: set aside, as a linter does; counted in the summary
+  const auto kept_end = std::stable_partition(findings.begin(), findings.end(), [&](const analysis::Finding& f) {
+    return std::find(command.ignore.begin(), command.ignore.end(), f.kind) == command.ignore.end();
+  });
+  const auto ignored = static_cast<size_t>(findings.end() - kept_end);
+  findings.erase(kept_end, findings.end());
+  const bool failing = std::any_of(findings.begin(), findings.end(),
+                                   [&](const analysis::Finding& f) { return f.severity >= command.fail_on; });
+  if (!code) code = static_cast<int>(failing ? ExitCode::Findings : ExitCode::Ok);
   if (command.json) {  // one object, also when the model cannot be read
     nlohmann::ordered_json j;
     j["qconv_verify"] = 1;
@@ -63,22 +82,36 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     j["error"] = error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error);
     j["dialects"] = held.dialectNames();
     j["quantized_tensors"] = held.tensors.size();
+    j["fail_on"] = analysis::severityName(command.fail_on);
+    j["ignored"] = ignored;
     j["findings"] = nlohmann::ordered_json::array();
     for (const auto& f : findings)
       j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message},
-                               {"severity", f.advisory ? "advisory" : "finding"}});
+                               {"severity", analysis::severityName(f.severity)}});
     out << jsonText(j);
   } else {
     for (const auto& f : findings)
-      fmt::print(out, "{}\n", printable(fmt::format("{}: {}: {}{}: {}", command.model, f.node, f.kind,
-                                                    f.advisory ? " (advisory)" : "", f.message)));
+      fmt::print(out, "{}\n", printable(fmt::format("{}: {}: {}: {}: {}", command.model, f.node,
+                                                    analysis::severityName(f.severity), f.kind, f.message)));
   }
   if (!error.empty()) return code;
-  std::map<std::string, int> kinds;
-  for (const auto& f : findings) ++kinds[f.advisory ? f.kind + " (advisory)" : f.kind];
+  std::map<analysis::Severity, std::map<std::string, int>> counted;
+  for (const auto& f : findings) ++counted[f.severity][f.kind];
   std::string summary;
-  for (const auto& [k, n] : kinds) summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, k);
-  log->info("{}: {}", command.model, findings.empty() ? "no findings" : fmt::format("{} finding(s): {}", findings.size(), summary));
+  for (auto sev : {analysis::Severity::Error, analysis::Severity::Warning, analysis::Severity::Note}) {
+    if (!counted.count(sev)) continue;
+    int n = 0;
+    std::string kinds;
+    for (const auto& [k, c] : counted[sev]) {
+      n += c;
+      kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", c, k);
+    }
+    summary += fmt::format("{}{} {}{} ({})", summary.empty() ? "" : "; ", n, analysis::severityName(sev),
+                           n == 1 ? "" : "s", kinds);
+  }
+  if (summary.empty()) summary = "no findings";
+  if (ignored) summary += fmt::format("; {} ignored", ignored);
+  log->info("{}: {}", command.model, summary);
   return code;
 }
 

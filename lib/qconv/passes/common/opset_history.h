@@ -26,10 +26,6 @@ int64_t newestKnownOpset();
 /// Whether ai.onnx has operator `op` at `opset` (a version at or before it).
 bool isKnownOperator(const std::string& op, int64_t opset);
 
-/// Why ai.onnx node `n` does not keep its meaning between opsets `lo` and `hi` (lo < hi), or
-/// empty when it does (the rules above).
-std::string opsetChangeBlocker(const ir::Node& n, int64_t lo, int64_t hi);
-
 /// Why `model`'s default opset cannot be raised from `from` to `to`: the first ai.onnx node
 /// that does not keep its meaning, named; empty when every one does (or from >= to).
 std::string opsetRaiseBlocker(const ir::Model& model, int64_t from, int64_t to);

@@ -121,7 +121,7 @@ struct CheckSaturation {
   void rewrite(ir::Graph&, Group& g, PassContext& ctx) {
     ++flagged;
     pairs += g.pairs.saturable;
-    ctx.report(Report::Warning, *g.node,
+    ctx.report(Report::Advisory, *g.node,
                fmt::format("{} of {} weight pairs can saturate {}'s u8 x s8 kernel on x86 CPUs without VNNI; "
                            "--weight-type uint8 computes exactly on every CPU",
                            g.pairs.saturable, g.pairs.total, kernels));
@@ -138,10 +138,10 @@ void checkSaturation(ir::Model& model, PassContext& ctx) {
   applyRule(model.graph, ctx, rule);
   if (rule.flagged)
     ctx.report(Report::Warning, ctx.path(),
-               fmt::format("{} of {} u8 x s8 nodes ({} weight pairs) can saturate {}'s x86 kernels on CPUs without "
-                           "VNNI (AVX2, AVX-512 without VNNI), where their results may be off by many steps: convert with "
-                           "--weight-type uint8 for exact results on every CPU (docs/onnxruntime-cpu.md)",
-                           rule.flagged, rule.nodes, rule.pairs, kernels));
+               fmt::format("{} weight pairs in {} of {} u8 x s8 nodes can saturate {}'s x86 kernels on CPUs without "
+                           "VNNI (AVX2, AVX-512 without VNNI), where their results may be off by many steps: "
+                           "--weight-type uint8 computes exactly on every CPU (docs/onnxruntime-cpu.md; -v names the nodes)",
+                           rule.pairs, rule.flagged, rule.nodes, kernels));
 }
 
 }  // namespace qconv

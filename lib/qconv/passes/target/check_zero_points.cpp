@@ -50,7 +50,7 @@ struct CheckZeroPoints {
 
   void rewrite(ir::Graph&, Group& g, PassContext& ctx) {
     named.insert(g.tensor);
-    ctx.report(Report::Warning, g.tensor->name(),
+    ctx.report(Report::Advisory, g.tensor->name(),
                fmt::format("{}; runtimes that take int8 with zero point 0 only (TensorRT) refuse it: it needs "
                            "symmetric quantization",
                            g.what));
@@ -67,7 +67,7 @@ void checkZeroPoints(ir::Model& model, PassContext& ctx) {
   applyRule(model.graph, ctx, rule);
   if (!rule.named.empty())
     ctx.report(Report::Warning, ctx.path(),
-               fmt::format("{} int8 tensor(s) keep a zero point other than 0 (named above)", rule.named.size()));
+               fmt::format("{} int8 tensor(s) keep a zero point other than 0, which runtimes that take int8 with zero point 0 only (TensorRT) refuse (-v names them)", rule.named.size()));
 }
 
 }  // namespace qconv

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "qconv/diag.h"
+#include "qconv/passes/common/element_types.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/driver.h"
 
@@ -65,7 +66,7 @@ bool common(const std::string& type) {
 }
 
 /// Why `n` cannot move across version `v` of its operator, or empty.
-std::string blocker(const ir::Node& n, const OpVersion& v) {
+std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& known) {
   if (*v.changed) return v.changed;
   auto used = [](const std::vector<ir::Value*>& vals) {
     size_t k = vals.size();
@@ -84,10 +85,12 @@ std::string blocker(const ir::Node& n, const OpVersion& v) {
   values.insert(values.end(), n.outputs().begin(), n.outputs().end());
   for (const ir::Value* val : values) {
     if (!val) continue;
-    const std::string t = typeSpelling(val->elemType());
+    const std::string t = typeSpelling(known.of(val));
     if (t.empty()) {
       if (std::any_of(types.begin(), types.end(), common))
-        return fmt::format("the element type of '{}' is not known and it changed the accepted types ({})", val->name(), v.types);
+        return fmt::format("the element type of '{}' is neither declared nor inferable from what produces it, and "
+                           "this version changed the accepted types ({})",
+                           val->name(), v.types);
     } else if (std::find(types.begin(), types.end(), t) != types.end()) {
       return fmt::format("'{}' is {}, accepted on one side only", val->name(), t);
     }
@@ -95,7 +98,7 @@ std::string blocker(const ir::Node& n, const OpVersion& v) {
   return "";
 }
 
-std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi) {
+std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi, const ElementTypes& types) {
   for (const auto& a : n.proto().attribute())
     if (a.has_g() || a.graphs_size()) return "its subgraph's nodes are not checked (qconv moves no subgraph to another opset)";
   bool exists_at_lo = false, known = false;
@@ -104,7 +107,7 @@ std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi) {
     known = true;
     if (v.since <= lo) exists_at_lo = true;
     if (v.since > lo && v.since <= hi)
-      if (std::string why = blocker(n, v); !why.empty()) return fmt::format("{} version {} is in the way: {}", v.op, v.since, why);
+      if (std::string why = blocker(n, v, types); !why.empty()) return fmt::format("{} version {} is in the way: {}", v.op, v.since, why);
   }
   if (!known) return fmt::format("{} is not an ai.onnx operator qconv knows the history of", n.opType());
   if (!exists_at_lo) return fmt::format("{} does not exist at opset {}", n.opType(), lo);
@@ -118,6 +121,7 @@ namespace {
 struct RedeclareOpset {
   struct Group {};
   int64_t target, declared, lo, hi;
+  const ElementTypes& known;
   bool blocked = false;  // the first node in the way is the one named
 
   bool root(const ir::Node& n) const { return n.domain().empty(); }
@@ -126,7 +130,7 @@ struct RedeclareOpset {
   }
   Match<Group> select(ir::Node& n) {
     if (blocked) return Match<Group>::none();
-    std::string why = checkNode(n, lo, hi);
+    std::string why = checkNode(n, lo, hi, known);
     if (why.empty()) return Match<Group>::none();
     blocked = true;
     return Match<Group>::unconvertible(why);
@@ -136,13 +140,13 @@ struct RedeclareOpset {
 
 }  // namespace
 
-std::string opsetChangeBlocker(const ir::Node& n, int64_t lo, int64_t hi) { return checkNode(n, lo, hi); }
 
 std::string opsetRaiseBlocker(const ir::Model& model, int64_t from, int64_t to) {
   if (from >= to) return "";
+  const ElementTypes known(model.graph, from);
   for (const ir::Node* n : model.graph.nodes())
     if (n->domain().empty())
-      if (std::string why = checkNode(*n, from, to); !why.empty())
+      if (std::string why = checkNode(*n, from, to, known); !why.empty())
         return fmt::format("node '{}' ({}) does not keep its meaning from opset {} to {}: {}", n->label(), n->opType(), from,
                            to, why);
   return "";
@@ -170,7 +174,8 @@ void redeclareOpset(ir::Model& model, PassContext& ctx) {
   if (!target || declared == target || declared == 0) return;
   checkOpsetFlag(target);
   const size_t before = ctx.reports(Report::Unconvertible).size();
-  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target), false};
+  const ElementTypes known(model.graph, declared);  // what no value_info declares, inferred
+  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target), known, false};
   applyRule(model.graph, ctx, rule);
   if (ctx.reports(Report::Unconvertible).size() != before) return;  // refuse-foreign-ops refuses the model
   declareOpset(model, target);

@@ -106,7 +106,7 @@ TEST_CASE("check-saturation: pairs in kernel-position-major order with one sign 
   REQUIRE(warnings.size() == 2);
   REQUIRE(warnings[0] == "conv_1: 2 of 3 weight pairs can saturate onnxruntime's u8 x s8 kernel on x86 CPUs without "
                          "VNNI; --weight-type uint8 computes exactly on every CPU");
-  REQUIRE(warnings[1].find("1 of 1 u8 x s8 nodes (2 weight pairs) can saturate") != std::string::npos);
+  REQUIRE(warnings[1].find("2 weight pairs in 1 of 1 u8 x s8 nodes can saturate") != std::string::npos);
   // 128 does not: 255 * 128 fits int16
   auto fits = pairsModel(1, 2, 1, 1, {100, 28}).build();
   run(fits, {}, &warnings);
