@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
                 << qconv::io::builtWith() << "\n";
       return 0;
     }
-  CLI::App app{"qconv: convert quantized ONNX models to standard QDQ or QOp ONNX, exactly"};
+  CLI::App app{"qconv: convert quantized ONNX models to standard QDQ or QOp ONNX, exactly", "qconv"};
   app.require_subcommand(0, 1);
   app.allow_extras();  // an unknown subcommand is named below, with the nearest one
   app.add_flag("--version", "print qconv's version and commit, and the ONNX and protobuf it was built with");
@@ -188,13 +188,13 @@ int main(int argc, char** argv) {
   if (const std::string why = qconv::cli::unexpected(*chosen); !why.empty()) return usageError(why);
 
   if (help->parsed()) {
-    if (topic.empty()) {
-      std::cout << app.help();
+    if (topic.empty()) {  // app.help() would give the help of the subcommand parsed: help's
+      std::cout << app.get_formatter()->make_help(&app, "qconv", CLI::AppFormatMode::Normal);
       return 0;
     }
     for (CLI::App* sub : {convert, verify_cmd, inspect_cmd, targets, passes, help})
       if (sub->get_name() == topic) {
-        std::cout << sub->help();
+        std::cout << sub->help("qconv");  // as "qconv SUBCOMMAND --help" prints it
         return 0;
       }
     const std::string near = qconv::cli::nearest(topic, qconv::cli::subcommandsOf(app));
@@ -265,7 +265,10 @@ int main(int argc, char** argv) {
   options.activation_type = typeOf(activation_type);
   options.check_saturation = !no_saturation_check;
   options.verbosity = quiet ? 0 : 1 + verbose;
-  options.progress = !quiet && isatty(STDERR_FILENO);
+  options.progress = !quiet && isatty(STDERR_FILENO);  // never in a pipe or a log file
+  // QCONV_PROGRESS_DELAY_MS: when the progress line starts (default 1000 ms); tests set it low
+  if (const char* delay = std::getenv("QCONV_PROGRESS_DELAY_MS"))
+    options.progress_delay_ms = static_cast<int>(std::strtol(delay, nullptr, 10));
   const int code = qconv::run(options, std::cout, std::cerr);
 #ifdef QCONV_SANITIZED
   return code;  // LeakSanitizer checks at a normal exit

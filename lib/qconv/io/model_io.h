@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <shared_mutex>
+#include <atomic>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,6 +105,10 @@ struct WriteOptions {
   /// the folder already: a batch lists it once, not once per output (which would make a batch
   /// of n outputs cost n^2). Null: commit() lists the folder itself.
   const std::vector<std::string>* data_file_names = nullptr;
+  /// Where the bytes written are counted as they go (a progress line: pipeline/progress.h), or null.
+  std::atomic<uint64_t>* written = nullptr;
+  /// What the write will write in all, added to as each file is sized, or null.
+  std::atomic<uint64_t>* to_write = nullptr;
 };
 
 class TempFile;

@@ -1,6 +1,7 @@
 // A temporary file beside an output, renamed over it only when whole.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -23,6 +24,11 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
 
   int fd() const { return fd_; }
+  /// Where the bytes written to this file are counted (a progress line), or null.
+  void countInto(std::atomic<uint64_t>* counter) { counter_ = counter; }
+  void counted(uint64_t bytes) const {
+    if (counter_) counter_->fetch_add(bytes, std::memory_order_relaxed);
+  }
   const std::string& target() const { return target_; }
   /// The path commit() renames to, when it is known only after the bytes are written.
   void retarget(std::string target) { target_ = std::move(target); }
@@ -46,6 +52,7 @@ class TempFile {
 
   std::string dir_, base_, path_, target_;
   int fd_ = -1;
+  std::atomic<uint64_t>* counter_ = nullptr;
   bool anonymous_ = false;
   bool committed_ = false;
 };

@@ -29,6 +29,7 @@ void writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t off
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) out.fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no progress"));
     done += static_cast<uint64_t>(w);
+    out.counted(static_cast<uint64_t>(w));
   }
 }
 
@@ -43,6 +44,7 @@ void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // not supported here (or the input is short): the loop below says which
     left -= static_cast<uint64_t>(n);
+    out.counted(static_cast<uint64_t>(n));
   }
   std::string buffer;
   while (left > 0) {
@@ -120,7 +122,8 @@ std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_ba
 /// Every tensor of at least kExternalThreshold bytes into the data file, named by its content
 /// (dataFileName) once written; null if none went. The file is `kept`'s when takesKept, else new.
 std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& dir,
-                                      const std::string& base, const std::string& path, KeptFile* kept) {
+                                      const std::string& base, const std::string& path, KeptFile* kept,
+                                      std::atomic<uint64_t>* written, std::atomic<uint64_t>* to_write) {
   KeptFile* taken = takesKept(model, file_backed, kept) ? kept : nullptr;
   const std::vector<Placement> plan = layout(model, file_backed, taken);
   if (plan.empty()) return nullptr;
@@ -129,6 +132,8 @@ std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked*
   uint64_t size = 0;
   for (const Placement& p : plan) size = std::max(size, p.offset + p.size);
   data->reserve(size);
+  data->countInto(written);
+  if (to_write) *to_write += size - (taken ? taken->end : 0);
   for (const Placement& p : plan) {
     if (p.fd == kInPlace) continue;
     if (p.fd >= 0) copyRange(p.fd, p.from, p.size, *data, p.offset);
@@ -211,7 +216,7 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
 
   std::unique_ptr<TempFile> data;
   if (options.external_data) {
-    data = externalize(model, options.file_backed, dir, base, path, options.kept);
+    data = externalize(model, options.file_backed, dir, base, path, options.kept, options.written, options.to_write);
     if (data) refuseProtected(data->target(), options);
   }
   // after externalize, what it moved names the new data file: nothing is file-backed any more
@@ -226,6 +231,8 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
 
   auto out = std::make_unique<TempFile>(dir, base, path);
   out->reserve(plan.size());
+  out->countInto(options.written);
+  if (options.to_write) *options.to_write += plan.size();
   FileSink sink(*out);
   plan.write(sink);
   // the file was sized for the plan: anything else would leave it corrupt, so never rename it

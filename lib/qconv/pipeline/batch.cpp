@@ -29,6 +29,7 @@
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/item.h"
+#include "qconv/pipeline/progress.h"
 #include "qconv/pipeline/write_plan.h"
 
 namespace qconv {
@@ -136,13 +137,21 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
   const size_t workers = std::min(n, static_cast<size_t>(std::max(options.jobs, 1)));
   std::atomic<size_t> running{workers};
   BatchSignals signals;
+  std::atomic<size_t> done{0};
+  const Progress shown(err, options.progress, std::chrono::milliseconds(options.progress_delay_ms),
+                       [&, started = std::chrono::steady_clock::now()] {
+                         return fmt::format("qconv: batch: {} of {} models done ({:.1f} s)", done.load(), n,
+                                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+                       });
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers; ++w)
     threads.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;)
+      for (size_t i; (i = next.fetch_add(1)) < n;) {
         convertItem(options, Item{options.inputs[i], outputs[i], schemas, &gate, true, &plan.protected_files,
                                   &plan.sweep_names[i]},
                     report.items[i], err, out);
+        ++done;
+      }
       if (running.fetch_sub(1) == 1) signals.workersDone();
     });
   signals.wait(gate);

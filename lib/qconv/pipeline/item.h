@@ -23,15 +23,21 @@
 
 namespace qconv {
 
-/// stderr, shared by a batch's conversions: whole lines, one at a time.
+/// stderr, shared by a batch's conversions: whole lines, one at a time, and the progress line
+/// (progress.h), which each whole line clears first.
 class StderrLines {
  public:
   explicit StderrLines(std::ostream& os) : os_(os) {}
   void write(std::string_view line);
+  /// Show `text` as the progress line (rewritten in place: "\r", the text, erase to the end of
+  /// the line), or clear it when `text` is empty.
+  void progress(const std::string& text);
 
  private:
+  void clearProgress();
   std::mutex mutex_;
   std::ostream& os_;
+  bool showing_ = false;
 };
 
 /// One conversion's log sink: each message through printable() (diag.h), then written to the

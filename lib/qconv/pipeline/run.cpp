@@ -19,6 +19,7 @@
 #include "qconv/pipeline/declare_types.h"
 #include "qconv/pipeline/item.h"
 #include "qconv/pipeline/pass_manager.h"
+#include "qconv/pipeline/progress.h"
 #include "qconv/pipeline/write_plan.h"
 #include "qconv/passes/common/opset_history.h"
 #include "qconv/quant.h"
@@ -125,7 +126,23 @@ void keepWhatWasSaid(const PassContext& ctx, ItemReport& report) {
 
 void StderrLines::write(std::string_view line) {
   std::lock_guard<std::mutex> lock(mutex_);
+  clearProgress();
   os_.write(line.data(), static_cast<std::streamsize>(line.size()));
+  os_.flush();
+}
+
+void StderrLines::clearProgress() {
+  if (showing_) os_ << "\r\x1b[K";
+  showing_ = false;
+}
+
+void StderrLines::progress(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  clearProgress();
+  if (!text.empty()) {
+    os_ << printable(text);
+    showing_ = true;
+  }
   os_.flush();
 }
 
@@ -174,8 +191,22 @@ std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, co
 
 namespace {
 
+/// What the progress line of one conversion shows (progress.h).
+struct ConvertProgress {
+  std::atomic<int> stage{0};  // an index into kStages
+  std::atomic<uint64_t> written{0}, to_write{0};
+  static constexpr const char* kStages[] = {"reading", "converting", "writing", "checking", "committing"};
+
+  std::string line(const Item& item, double seconds) const {
+    const int s = stage.load();
+    std::string text = fmt::format("qconv: {}: {}", item.input, kStages[s]);
+    if (s == 2) text += fmt::format(" {}: {} of {}", item.output, Progress::bytes(written), Progress::bytes(to_write));
+    return text + fmt::format(" ({:.1f} s)", seconds);
+  }
+};
+
 void convert(const ConvertOptions& options, const Item& item, ItemReport& report, spdlog::logger& log,
-             std::ostream& out) {
+             std::ostream& out, ConvertProgress& progress) {
   checkOutputPath(item.output);
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   struct KeepTimings {  // what was timed, also when a stage throws
@@ -207,6 +238,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   // beside the output, where the writer takes it as the data file (io::KeptFile)
   const bool external_data = files && !files->identities().empty() && !options.inline_data;
   if (external_data) files->keepBeside(item.output);
+  progress.stage = 1;
   pm.run(model, ctx, options.dump ? &out : nullptr);
   if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
     throw Error(ExitCode::Unchanged,
@@ -214,6 +246,8 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
                             nothing_quantized ? "nothing in this model is quantized" : "no group was rewritten (" + summary(ctx) + ")"));
 
   io::WriteOptions write;
+  write.written = &progress.written;
+  write.to_write = &progress.to_write;
   write.durable = options.fsync;
   write.commit_gate = item.commit_gate;
   write.data_file_names = item.data_file_names;
@@ -253,9 +287,12 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     return m;
   });
   // The ONNX checker judges the output before it is renamed into place.
+  progress.stage = 2;
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
+  progress.stage = 3;
   pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas); });
   report.data_file = pending.dataFile();
+  progress.stage = 4;
   pm.timeStage("commit", [&] { pending.commit(); });
   if (nothing_quantized)
     log.warn("{}: nothing in this model is quantized (no QuantizeLinear, DequantizeLinear, QLinear or integer op, no "
@@ -277,7 +314,16 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
   report.output = item.output;
   try {
     if (!item.batch) checkFlags(options);
-    convert(options, item, report, log, out);
+    ConvertProgress progress;
+    {
+      // a lone run's own line; a batch shows its items done instead (batch.cpp)
+      const Progress shown(err, options.progress && !item.batch, std::chrono::milliseconds(options.progress_delay_ms),
+                           [&, started = std::chrono::steady_clock::now()] {
+                             return progress.line(item, std::chrono::duration<double>(
+                                                            std::chrono::steady_clock::now() - started).count());
+                           });
+      convert(options, item, report, log, out, progress);
+    }
     if (options.time_passes)
       for (const auto& t : report.stages)
         err.write(fmt::format("qconv: time: {}{:<20} {:9.2f} ms\n", item.batch ? printable(item.input) + ": " : "",

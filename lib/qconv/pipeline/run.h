@@ -43,6 +43,7 @@ struct ConvertOptions {
   bool require_change = false;
   /// a progress line on `err` (a terminal: the CLI decides) for a conversion past about a second
   bool progress = false;
+  int progress_delay_ms = 1000;     // shown only past this
   int verbosity = 1;                // 0 (-q) errors; 1 warnings and one summary line; 2 (-v) notes; 3 (-vv) debug
 };
 

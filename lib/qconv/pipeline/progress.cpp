@@ -1,0 +1,45 @@
+#include "qconv/pipeline/progress.h"
+
+#include <fmt/format.h>
+
+#include "qconv/pipeline/item.h"
+
+namespace qconv {
+
+Progress::Progress(StderrLines& err, bool enabled, std::chrono::milliseconds delay, std::function<std::string()> text)
+    : err_(err), text_(std::move(text)), delay_(delay), start_(std::chrono::steady_clock::now()) {
+  if (enabled) thread_ = std::thread([this] { loop(); });
+}
+
+Progress::~Progress() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
+  thread_.join();
+  err_.progress("");  // cleared
+}
+
+double Progress::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string Progress::bytes(uint64_t n) {
+  const double d = static_cast<double>(n);
+  if (n >= (uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", d / (1u << 30));
+  if (n >= (uint64_t{1} << 20)) return fmt::format("{:.0f} MiB", d / (1u << 20));
+  if (n >= (uint64_t{1} << 10)) return fmt::format("{:.0f} KiB", d / (1u << 10));
+  return fmt::format("{} bytes", n);
+}
+
+void Progress::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (stop_.wait_for(lock, delay_, [this] { return stopping_; })) return;
+  do {
+    err_.progress(text_());
+  } while (!stop_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; }));
+}
+
+}  // namespace qconv
