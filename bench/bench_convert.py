@@ -22,6 +22,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchenv  # noqa: E402  (.venv and a built qconv, checked first)
+
+benchenv.require()
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -403,11 +408,11 @@ def main() -> None:
     ap.add_argument("--contrib", action="store_true", help="qconv --format qop with --contrib (com.microsoft ops too)")
     ap.add_argument("--targets", action="store_true", help="also every --target beside today's formats")
     ap.add_argument("--baseline", help="with --targets: another qconv binary timed beside (the one before --target)")
-    ap.add_argument("--work", help="folder for the models (default: a temporary folder)")
+    ap.add_argument("--work", help="folder for the models, created when missing (default: a temporary folder)")
     ap.add_argument("--markdown", help="also write the results to this file")
     args = ap.parse_args()
 
-    with tempfile.TemporaryDirectory(dir=args.work) as work:
+    with tempfile.TemporaryDirectory(dir=args.work and benchenv.work_dir(args.work, "")) as work:
         tools = Tools(args.build, work, ["--contrib"] if args.contrib else [])
         lines = [f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.platform()}; whole processes", ""]
         lines += resnet50(tools, args.runs)

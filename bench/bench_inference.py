@@ -24,6 +24,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchenv  # noqa: E402  (.venv and a built qconv, checked first)
+
+benchenv.require()
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -70,7 +75,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--work", default=None)
     args = ap.parse_args()
-    work = args.work or tempfile.mkdtemp(prefix="qconv-infer-")
+    work = benchenv.work_dir(args.work, "qconv-infer-")
     src = os.path.join(work, "resnet50_qdq.onnx")
     onnx.save(QdqResNet().build(), src)
     forms = [("QDQ input, onnxruntime's fusion", src, None)]

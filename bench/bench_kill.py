@@ -21,6 +21,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchenv  # noqa: E402  (.venv and a built qconv, checked first)
+
+benchenv.require()
+
 import onnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,7 +49,7 @@ def main() -> None:
     ap.add_argument("--qconv", default=os.path.join(HERE, "..", "build", "tools", "qconv"))
     ap.add_argument("--work", default=None)
     a = ap.parse_args()
-    work = a.work or tempfile.mkdtemp(prefix="qconv-kill-")
+    work = benchenv.work_dir(a.work, "qconv-kill-")
     os.makedirs(work, exist_ok=True)
     names = [f"m{i:02d}.onnx" for i in range(24)]
     sets = [[save(weight_model(1000 * v + i, 1024), f"{work}/v{v}/{n}", n + ".data") for i, n in enumerate(names)]

@@ -24,6 +24,11 @@ import platform
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchenv  # noqa: E402  (.venv and a built qconv, checked first)
+
+benchenv.require()
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -104,7 +109,7 @@ def main() -> None:
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
     qconv = os.path.join(args.build, "tools", "qconv")
-    work = args.work or tempfile.mkdtemp(prefix="qconv-llm-")
+    work = benchenv.work_dir(args.work, "qconv-llm-")
     os.makedirs(work, exist_ok=True)
     src = os.path.join(work, "qdq.onnx")
     size = build(src, args.layers)
