@@ -150,7 +150,7 @@ def test_qop_fuses_every_conv_with_scales_chained_from_the_input(form, tmp_path)
             assert initializer(m, conv.input[8]).dtype == np.int32  # the bias, at x_s * w_s
         x_s = y_s
     # reported: the input taken as integers, and each multiplier written as a division
-    assert "warning: input: taken to hold int8 integers" in r.stderr
+    assert f"warning: {form}: input: taken to hold int8 integers" in r.stderr
     assert "4 conv lifted from the float Aidge form" in r.stderr
     assert "4 quantizer x * M written as QuantizeLinear(x, 1/M) (--format qop: one step on near ties)" in r.stderr
     props = {p.key: p.value for p in m.metadata_props}

@@ -65,7 +65,7 @@ def external_model(folder) -> str:
 
 def test_the_report_of_a_conversion_lists_groups_refusals_and_stages(tmp_path):
     out, rep = str(tmp_path / "out.onnx"), str(tmp_path / "r.json")
-    r = run_qconv("convert", EXAMPLE, out, "--format", "qop", "--report", rep)
+    r = run_qconv("convert", EXAMPLE, out, "--format", "qop", "--report", rep, "-v")
     assert r.returncode == 0, r.stderr
     j = read_report(rep)
     assert list(j) == REPORT_KEYS
@@ -81,10 +81,10 @@ def test_the_report_of_a_conversion_lists_groups_refusals_and_stages(tmp_path):
     [moved] = [g for g in item["rewritten"] if g["pass"] == "move-on-int8"]
     assert (moved["op"], moved["kept"], moved["became"]) == ("MaxPool", True, [])
     assert {g["node"] for g in fused} == {n.name for n in onnx.load(out).graph.node if n.op_type == "QLinearConv"}
-    # each refusal as stderr says it: "qconv: info: <node>: <reason>"
+    # each refusal as stderr says it with -v: "qconv: note: <input>: <node>: <reason>"
     assert item["refusals"], item
     for f in item["refusals"]:
-        assert f"qconv: info: {f['node']}: {f['reason']}" in r.stderr.splitlines()
+        assert f"qconv: note: {EXAMPLE}: {f['node']}: {f['reason']}" in r.stderr.splitlines()
         assert f["kind"] in ("refused", "unconvertible") and f["pass"]
     assert [w["node"] for w in item["warnings"]
             if w["pass"] == "check-saturation" and w["node"] != EXAMPLE] == saturating_convs(EXAMPLE) != []
@@ -218,12 +218,14 @@ def test_a_batch_writes_what_lone_conversions_write_and_goes_on_past_bad_models(
     assert [i["exit_code"] for i in j["items"]] == [0, 3, 0, 0, 4, 0, 0]
     assert j["items"][3]["data_file"] == data_file(str(out_dir / "ext.onnx"))
     # every line of a batch names its input
-    errors = [line for line in r.stderr.splitlines() if line.startswith("qconv: error: ")]
+    errors = [line for line in r.stderr.splitlines()
+              if line.startswith("qconv: error: ") and not line.startswith("qconv: error: batch: ")]
     assert sorted(errors) == sorted([f"qconv: error: {i['error']}" for i in j["items"] if i["error"]])
     assert all(line.startswith(f"qconv: error: {junk}: ") or line.startswith(f"qconv: error: {refused}: ")
                for line in errors)
-    for line in r.stderr.splitlines():
+    for line in r.stderr.splitlines()[:-1]:
         assert any(line.split(": ", 2)[2].startswith(src + ": ") for src in inputs), line
+    assert r.stderr.splitlines()[-1] == f"qconv: error: batch: 5 of 7 models converted into {out_dir}, 2 failed (exit 4)"
 
 
 def test_a_batch_exit_code_is_the_greatest_of_its_items(tmp_path):

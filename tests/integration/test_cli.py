@@ -162,9 +162,9 @@ def test_a_refused_group_stays_in_qdq_form_and_stays_correct(quantized, tmp_path
     m.graph.input.append(helper.make_tensor_value_info(zp.name, zp.data_type, list(zp.dims)))
     src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
     onnx.save(m, src)
-    r = run_qconv("convert", src, dst, "--format", "qop")
+    r = run_qconv("convert", src, dst, "--format", "qop", "-v")
     assert r.returncode == 0, r.stderr
-    assert f"qconv: info: {convs[1].name}: not fused: weight zero point is not constant" in r.stderr.splitlines()
+    assert f"qconv: note: {src}: {convs[1].name}: not fused: weight zero point is not constant" in r.stderr.splitlines()
     counts = op_counts(dst)
     assert counts["QLinearConv"] == 2 and counts["Conv"] == 1
     xs = models.sample_inputs(models.small_cnn(), 4, seed=3)

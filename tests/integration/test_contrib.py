@@ -49,7 +49,7 @@ def test_contrib_quantizes_at_least_what_onnxruntime_fuses(name, per_channel, ac
           f"{len(theirs)}; qconv writes {contrib_ops(dst)}, onnxruntime {contrib_ops(peer)}")
     assert len(ours) <= len(theirs), f"qconv leaves {[n.name for n in ours]}, onnxruntime {[n.name for n in theirs]}"
     for n in ours:  # whatever is left is named with its reason
-        assert f"qconv: info: {n.name}: " in r.stderr, f"{n.name} ({n.op_type}) is left silently"
+        assert f"qconv: note: {src}: {n.name}: " in r.stderr, f"{n.name} ({n.op_type}) is left silently"
     xs = models.sample_inputs(float_model, 4, seed=51)
     judge_qop(src, dst, xs)
     if activation == "uint8":  # u8 x s8: where this host saturates, uint8 weights compute exactly

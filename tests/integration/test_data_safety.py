@@ -344,7 +344,7 @@ def test_verify_and_inspect_read_a_model_as_strictly_as_convert(tmp_path, case):
             jv, ji = json.loads(v.stdout), json.loads(i.stdout)
             assert jv == {"qconv_verify": 1, "model": path, "target": None, "exit_code": c.returncode,
                           "error": message.removeprefix("qconv: error: "), "dialects": [], "quantized_tensors": 0,
-                          "findings": []}
+                          "fail_on": "error", "ignored": 0, "findings": []}
             if c.returncode == 3:
                 assert ji == {"qconv_inspect": 1, "model": path, "exit_code": 3,
                               "error": message.removeprefix("qconv: error: ")}

@@ -67,7 +67,7 @@ def test_contrib_uint16_at_opset_21_lowers_exactly_and_is_not_fused(tmp_path):
     xs = models.sample_inputs(models.small_cnn(), 4, seed=8)
     judge_qdq(src, qdq, xs)
     qop = str(tmp_path / "qop.onnx")
-    r = run_qconv("convert", src, qop, "--format", "qop")
+    r = run_qconv("convert", src, qop, "--format", "qop", "-v")
     assert r.returncode == 0
     assert r.stderr.count("not fused: x is uint16: QLinear ops take 8-bit integers (int8, uint8) only") == 3
     judge_qdq(src, qop, xs)  # nothing fused: still the input's numbers, bit for bit

@@ -73,7 +73,7 @@ def test_fake_quantize_approximated_as_qdq_is_listed(case, tmp_path):
     onnx.save(model(il, ih, ol, oh, levels), src)
     r = run_qconv("convert", src, dst, "--format", "qdq", "--approximate")
     assert r.returncode == 0, r.stderr
-    assert "approximation: fq_1: FakeQuantize written as QuantizeLinear/DequantizeLinear" in r.stderr
+    assert "fq_1: approximation: FakeQuantize written as QuantizeLinear/DequantizeLinear" in r.stderr
     out = onnx.load(dst)
     meta = {p.key: p.value for p in out.metadata_props}
     assert meta["qconv.approximations"].startswith("fq_1: FakeQuantize written as QuantizeLinear/DequantizeLinear")

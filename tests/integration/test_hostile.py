@@ -55,9 +55,9 @@ def test_a_bias_qlinearconv_cannot_hold_leaves_the_conv_in_qdq_form(bias, why, t
     from conftest import judge_qdq
     src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
     onnx.save(conv_qdq(bias), src)
-    r = run_qconv("convert", src, dst, "--format", "qop")
+    r = run_qconv("convert", src, dst, "--format", "qop", "-v")
     assert r.returncode == 0, r.stderr
-    assert f"qconv: info: conv_17: not fused: {why}" in r.stderr.splitlines()[0]
+    assert f"qconv: note: {src}: conv_17: not fused: {why}" in r.stderr.splitlines()[0]
     out = onnx.load(dst)
     assert "QLinearConv" not in [n.op_type for n in out.graph.node]
     assert "Conv" in [n.op_type for n in out.graph.node]

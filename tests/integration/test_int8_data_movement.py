@@ -150,12 +150,12 @@ def test_nothing_is_left_in_qdq_form_silently(name, tmp_path):
     src, dst = str(tmp_path / "qdq.onnx"), str(tmp_path / "qop.onnx")
     float_model = {**MODELS, "contrib_zoo": models.contrib_zoo}[name]()
     models.quantize_qdq(float_model, src, per_channel=True, activation="uint8", work_dir=str(tmp_path))
-    r = run_qconv("convert", src, dst, "--format", "qop", "--no-saturation-check")
+    r = run_qconv("convert", src, dst, "--format", "qop", "--no-saturation-check", "-v")
     assert r.returncode == 0, r.stderr
     left = left_in_qdq_form(dst)
     assert left, "the test models keep ops standard ONNX cannot quantize"
     for n in left:
-        assert f"qconv: info: {n.name}: " in r.stderr, f"{n.name} ({n.op_type}) is left silently"
+        assert f"qconv: note: {src}: {n.name}: " in r.stderr, f"{n.name} ({n.op_type}) is left silently"
     summary = r.stderr.strip().splitlines()[-1]
     for op, count in collections.Counter(n.op_type for n in left).items():
         assert f"{count} {op} left in QDQ form" in summary

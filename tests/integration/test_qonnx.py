@@ -94,7 +94,7 @@ def test_qonnx_quant_lowers_exactly(domain, tmp_path):
     assert_same_values(reference.outputs(twin, xs), executed(qdq, xs))
 
     qop = str(tmp_path / "qop.onnx")
-    r = run_qconv("convert", src, qop, "--format", "qop")
+    r = run_qconv("convert", src, qop, "--format", "qop", "-v")
     assert r.returncode == 0, r.stderr
     # conv_1 reads int8 and its Relu output is quantized to uint8: onnxruntime has no kernel
     # for that, so qconv leaves it in QDQ form and says so; conv_2 (uint8 -> uint8) fuses, and the
@@ -146,7 +146,7 @@ def test_every_quant_matches_qonnx_executor(mode, bits, signed, narrow, zp, tmp_
     m = single_quant(bits, signed, narrow, mode, zp)
     src, dst = str(tmp_path / "q.onnx"), str(tmp_path / "std.onnx")
     onnx.save(m, src)
-    r = run_qconv("convert", src, dst, "--format", "qdq")
+    r = run_qconv("convert", src, dst, "--format", "qdq", "-v")
     assert r.returncode == 0, r.stderr
     out = onnx.load(dst)
     assert not any(n.domain for n in out.graph.node)  # standard ONNX only
@@ -177,7 +177,7 @@ def test_bipolar_quant_matches_qonnx_executor(domain, tmp_path):
     m.ir_version = 7
     src, dst = str(tmp_path / "b.onnx"), str(tmp_path / "std.onnx")
     onnx.save(m, src)
-    r = run_qconv("convert", src, dst, "--format", "qdq")
+    r = run_qconv("convert", src, dst, "--format", "qdq", "-v")
     assert r.returncode == 0, r.stderr
     assert "bipolar_1: " + domain + "::BipolarQuant emulated exactly with float ops" in r.stderr
     assert not any(n.domain for n in onnx.load(dst).graph.node)

@@ -304,7 +304,7 @@ def test_int8_with_zero_point_0_for_tensorrt(symmetric, tmp_path):
     for t, z in zps.items():  # moved by 128 from uint8, losslessly
         assert np.array_equal(z.astype(np.int64), before[t].astype(np.int64) - (128 if before[t].dtype == np.uint8 else 0))
     nonzero = sorted(t for t, z in zps.items() if np.any(z != 0))
-    warned = sorted(line.split(": ")[2] for line in err.splitlines() if "after the shift to int8" in line)
+    warned = sorted(line.split(": ")[3] for line in err.splitlines() if "after the shift to int8" in line)
     assert warned == nonzero
     assert f"{len(nonzero)} int8 tensor(s) keep a zero point other than 0" in err
     if symmetric:  # only the output onnxruntime quantizes on the fixed range [0, 1] (Softmax)

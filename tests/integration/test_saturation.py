@@ -17,7 +17,8 @@ import reference
 from conftest import (QUANT_CASES, SATURATION_ROWS, assert_bit_identical, case_id, differing, max_abs_diff, op_counts,
                       ort_agrees, outputs, output_step, run_qconv, session)
 
-WARNING = re.compile(r"^qconv: warning: (.+): (\d+) of (\d+) weight pairs can saturate onnxruntime's u8 x s8 kernel")
+# the per-node notes (-v) of the grouped warning
+WARNING = re.compile(r"^qconv: note: [^:]+: (.+): (\d+) of (\d+) weight pairs can saturate onnxruntime's u8 x s8 kernel")
 
 
 def warned(stderr: str) -> dict[str, int]:
@@ -67,7 +68,7 @@ def test_every_node_the_saturating_kernel_gets_wrong_is_warned(case, quantized, 
     src = quantized(case)
     dst = str(tmp_path / "qop.onnx")
     flags = ["--activation-type", "uint8"] if case[2] == "int8" else []
-    r = run_qconv("convert", src, dst, "--format", "qop", *flags)
+    r = run_qconv("convert", "-v", src, dst, "--format", "qop", *flags)
     assert r.returncode == 0, r.stderr
     names = warned(r.stderr)
     differ = differing_nodes(dst, stress_inputs(case[0]))
@@ -76,11 +77,11 @@ def test_every_node_the_saturating_kernel_gets_wrong_is_warned(case, quantized, 
                             len(differ), len(set(names) - differ), len(differ - set(names))))
     assert differ <= set(names), f"not warned: {sorted(differ - set(names))}"
     if names:
-        assert re.search(r"qconv: warning: .*: \d+ of \d+ u8 x s8 nodes \(\d+ weight pairs\) can saturate onnxruntime's "
+        assert re.search(r"qconv: warning: .*: \d+ weight pairs in \d+ of \d+ u8 x s8 nodes can saturate onnxruntime's "
                          r"x86 kernels on CPUs without VNNI .*--weight-type uint8", r.stderr)
     # the QDQ form names the same groups: onnxruntime fuses them into the same kernels
     qdq = str(tmp_path / "qdq.onnx")
-    r2 = run_qconv("convert", src, qdq, "--format", "qdq", *flags)
+    r2 = run_qconv("convert", "-v", src, qdq, "--format", "qdq", *flags)
     assert r2.returncode == 0
     assert warned(r2.stderr) == names
 
@@ -90,7 +91,7 @@ def test_depthwise_convs_are_never_warned(quantized, tmp_path):
     pairs: mobilenet_style's three depthwise convs are exact under the emulation, and unwarned."""
     src = quantized(("mobilenet_style", True, "uint8"))
     dst = str(tmp_path / "qop.onnx")
-    r = run_qconv("convert", src, dst, "--format", "qop")
+    r = run_qconv("convert", "-v", src, dst, "--format", "qop")
     g = onnx.load(dst).graph
     depthwise = [n.name for n in g.node if n.op_type == "QLinearConv" and
                  next((a.i for a in n.attribute if a.name == "group"), 1) > 1]
@@ -108,13 +109,13 @@ def test_uint8_weights_make_onnxruntime_exact_on_every_cpu(case, fmt, quantized,
     host gets the same u8 x s8 models wrong wherever qconv warned."""
     src = quantized(case)
     plain, shifted = str(tmp_path / "plain.onnx"), str(tmp_path / "u8.onnx")
-    r = run_qconv("convert", src, plain, "--format", fmt)
+    r = run_qconv("convert", "-v", src, plain, "--format", fmt)
     assert r.returncode == 0, r.stderr
-    r2 = run_qconv("convert", src, shifted, "--format", fmt, "--weight-type", "uint8")
+    r2 = run_qconv("convert", "-v", src, shifted, "--format", fmt, "--weight-type", "uint8")
     assert r2.returncode == 0, r2.stderr
     assert not warned(r2.stderr)
     again = str(tmp_path / "again.onnx")
-    assert run_qconv("convert", src, again, "--format", fmt, "--weight-type", "uint8").returncode == 0
+    assert run_qconv("convert", "-v", src, again, "--format", fmt, "--weight-type", "uint8").returncode == 0
     assert open(again, "rb").read() == open(shifted, "rb").read()  # deterministic
     onnx.checker.check_model(onnx.load(shifted), full_check=True)
     m = onnx.load(shifted)
@@ -179,7 +180,7 @@ def test_graph_inputs_and_outputs_keep_their_types(tmp_path):
     and every number is the same."""
     src, dst = str(tmp_path / "u8.onnx"), str(tmp_path / "s8.onnx")
     onnx.save(qlinear_conv_model(np.uint8, saturating_weights(), 100), src)
-    r = run_qconv("convert", src, dst, "--format", "qop", "--activation-type", "int8")
+    r = run_qconv("convert", "-v", src, dst, "--format", "qop", "--activation-type", "int8")
     assert r.returncode == 0, r.stderr
     out = onnx.load(dst)
     onnx.checker.check_model(out, full_check=True)
@@ -196,13 +197,13 @@ def test_graph_inputs_and_outputs_keep_their_types(tmp_path):
 
 def test_int8_activations_with_uint8_weights_is_a_usage_error(quantized, tmp_path):
     dst = str(tmp_path / "out.onnx")
-    r = run_qconv("convert", quantized(("small_cnn", False, "uint8")), dst, "--format", "qop",
+    r = run_qconv("convert", "-v", quantized(("small_cnn", False, "uint8")), dst, "--format", "qop",
                   "--activation-type", "int8", "--weight-type", "uint8")
     assert r.returncode == 2
     assert r.stderr.strip() == ("qconv: error: --activation-type int8 with --weight-type uint8: no onnxruntime kernel "
                                 "takes int8 activations with uint8 weights")
     assert not (tmp_path / "out.onnx").exists()
-    r = run_qconv("convert", quantized(("small_cnn", False, "uint8")), dst, "--format", "qop", "--weight-type", "int4")
+    r = run_qconv("convert", "-v", quantized(("small_cnn", False, "uint8")), dst, "--format", "qop", "--weight-type", "int4")
     assert r.returncode == 2 and "--weight-type" in r.stderr
 
 
@@ -215,7 +216,7 @@ def test_a_reader_without_zero_point_gets_the_old_type_back(tmp_path):
     m.graph.node.append(helper.make_node("Cast", ["y"], ["yf"], name="cast_1", to=TensorProto.FLOAT))
     m.graph.output.append(helper.make_tensor_value_info("yf", TensorProto.FLOAT, [1, 16, 8, 8]))
     onnx.save(m, src)
-    r = run_qconv("convert", src, dst, "--format", "qop", "--weight-type", "uint8")
+    r = run_qconv("convert", "-v", src, dst, "--format", "qop", "--weight-type", "uint8")
     assert r.returncode == 0, r.stderr
     out = onnx.load(dst)
     onnx.checker.check_model(out, full_check=True)
@@ -243,8 +244,8 @@ def test_every_type_combination_keeps_the_numbers(case, fmt, flags, quantized, t
     saturating kernel runs; else the reference or its emulation)."""
     src = quantized(case)
     plain, shifted = str(tmp_path / "plain.onnx"), str(tmp_path / "shifted.onnx")
-    assert run_qconv("convert", src, plain, "--format", fmt).returncode == 0
-    r = run_qconv("convert", src, shifted, "--format", fmt, *flags)
+    assert run_qconv("convert", "-v", src, plain, "--format", fmt).returncode == 0
+    r = run_qconv("convert", "-v", src, shifted, "--format", fmt, *flags)
     assert r.returncode == 0, r.stderr
     onnx.checker.check_model(onnx.load(shifted), full_check=True)
     xs = stress_inputs(case[0])
@@ -260,8 +261,8 @@ def test_every_type_combination_keeps_the_numbers(case, fmt, flags, quantized, t
 
 def test_no_saturation_check_skips_the_count(quantized, tmp_path):
     src = quantized(("small_cnn", True, "uint8"))
-    r = run_qconv("convert", src, str(tmp_path / "a.onnx"), "--format", "qop")
+    r = run_qconv("convert", "-v", src, str(tmp_path / "a.onnx"), "--format", "qop")
     assert len(warned(r.stderr)) == 3
-    r = run_qconv("convert", src, str(tmp_path / "b.onnx"), "--format", "qop", "--no-saturation-check")
+    r = run_qconv("convert", "-v", src, str(tmp_path / "b.onnx"), "--format", "qop", "--no-saturation-check")
     assert r.returncode == 0 and not warned(r.stderr) and "saturate" not in r.stderr
     assert open(tmp_path / "a.onnx", "rb").read() == open(tmp_path / "b.onnx", "rb").read()  # an analysis only

@@ -84,7 +84,7 @@ def test_a_clean_model_has_no_findings_and_exit_0(tmp_path):
     r, j, path = verify(tmp_path, conv_model())
     assert r.returncode == 0, r.stdout + r.stderr
     assert j == {"qconv_verify": 1, "model": path, "target": None, "exit_code": 0, "error": None,
-                 "dialects": ["standard QDQ"], "quantized_tensors": 4, "findings": []}
+                 "dialects": ["standard QDQ"], "quantized_tensors": 4, "fail_on": "error", "ignored": 0, "findings": []}
     text = run_qconv("verify", path)
     assert (text.returncode, text.stdout) == (0, "")
     assert f"qconv: info: {path}: no findings" in text.stderr
@@ -109,7 +109,7 @@ DEFECTS = {
     "bias-scale": (dict(bias_scale=(0.002, 0.003)), [], "conv", "b",
                    f"bias scale[0] is {g9(0.002)}, x_scale * w_scale is {g9(np.float32(0.05) * np.float32(0.02))}"),
     "bias-overflow": (dict(bias="float", bias_values=(1e9, 0.5)), [], "conv", "b_f", "outside int32"),
-    # a finding for the runtime whose kernels saturate; without --target an advisory (exit 0)
+    # a warning for the runtime whose kernels saturate; without --target a note
     "saturation": (dict(w=np.full((2, 2, 2, 2), 100, np.int8)), ["--target", "onnxruntime"], "conv", "",
                    "weight pairs can saturate onnxruntime's u8 x s8 kernel"),
     "asymmetric": (dict(zp_type=TensorProto.INT8, x_zp=5, y_zp=0), ["--symmetric"], "q_x", "x_q",
@@ -130,7 +130,10 @@ def test_each_kind_of_defect_is_one_finding_naming_node_and_tensor(tmp_path, cas
     # convert's validate stage calls these invalid (docs/robustness.md, "Validation before any
     # pass"): a zero or NaN scale, a zero point out of its type's range, a per-axis length wrong
     invalid = case in ("scale-invalid-zero", "scale-invalid-nan", "zero-point-range", "per-axis")
-    want = 3 if invalid else 1
+    # each kind's severity (docs/cli.md): verify exits 1 on an error, and on a warning with --werror
+    severity = {"representation": "warning", "bias-scale": "warning", "bias-overflow": "warning",
+                "saturation": "warning", "annotation-unknown": "warning", "annotation-disagrees": "warning"}.get(case, "error")
+    want = 3 if invalid else 1 if severity == "error" else 0
     convert = run_qconv("convert", path, str(tmp_path / "out.onnx"), "--format", "qop")
     assert convert.returncode == (3 if invalid else 0), convert.stderr
     assert r.returncode == want, r.stdout + r.stderr
@@ -144,10 +147,15 @@ def test_each_kind_of_defect_is_one_finding_naming_node_and_tensor(tmp_path, cas
     f = mine[0]
     assert (f["node"], f["tensor"]) == (node, tensor), f
     assert words in f["message"], f["message"]
+    assert f["severity"] == severity
+    if severity == "warning":  # --werror fails it; --ignore sets the kind aside
+        assert run_qconv("verify", path, *flags, "--werror").returncode == 1
+        ignored = run_qconv("verify", path, *flags, "--werror", "--ignore", kind, "--json")
+        assert not [g for g in json.loads(ignored.stdout)["findings"] if g["kind"] == kind]
     # the same finding as a text line
     text = run_qconv("verify", path, *flags)
     assert text.returncode == want
-    assert f"{path}: {node}: {kind}: {f['message']}" in text.stdout.splitlines()
+    assert f"{path}: {node}: {severity}: {kind}: {f['message']}" in text.stdout.splitlines()
 
 
 def test_asymmetric_zero_points_are_named_only_behind_symmetric(tmp_path):

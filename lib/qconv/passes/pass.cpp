@@ -22,7 +22,7 @@ void PassContext::report(Report kind, const std::string& subject, const std::str
       log_.trace("{}", line);  // printed with -vv
       return;  // not kept
     case Report::Approximation:
-      log_.warn("approximation: {}", line);
+      log_.warn("{}: approximation: {}", subject, text);  // "qconv: warning: FILE: NODE: approximation: ..."
       break;
     case Report::Warning:
       log_.warn("{}", line);
