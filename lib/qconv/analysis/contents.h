@@ -31,7 +31,14 @@ struct Contents {
   std::vector<QuantSite> tensors;                              // one site per quantized tensor, in node order
   /// The dialects' names, sorted.
   std::vector<std::string> dialectNames() const;
+  /// Nothing in the graph is quantized: no quantized tensor and no dialect op (kNothingQuantized).
+  bool quantizesNothing() const { return tensors.empty() && dialects.empty(); }
 };
+
+/// What convert's warning and verify's no-quantization finding say of such a model.
+inline constexpr const char* kNothingQuantized =
+    "nothing in this model is quantized (no QuantizeLinear, DequantizeLinear, QLinear or integer op, no producer's "
+    "quantizer)";
 
 /// The quantization dialect a node belongs to, or null.
 const char* dialectOf(const ir::Node& n);

@@ -232,7 +232,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     log.trace("{}: holds {}; {} quantized tensor(s)", item.input,
               held.dialects.empty() ? "no quantization dialect" : fmt::format("{}", fmt::join(report.dialects, ", ")),
               held.tensors.size());
-    nothing_quantized = held.tensors.empty() && held.dialects.empty();
+    nothing_quantized = held.quantizesNothing();
   }
   // the output has external data when the input has: what the passes make then goes straight
   // beside the output, where the writer takes it as the data file (io::KeptFile)
@@ -243,7 +243,8 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
     throw Error(ExitCode::Unchanged,
                 fmt::format("{}: --require-change: {}; nothing was written", item.input,
-                            nothing_quantized ? "nothing in this model is quantized" : "no group was rewritten (" + summary(ctx) + ")"));
+                            nothing_quantized ? "nothing in this model is quantized"
+                                              : "no group was rewritten (" + summary(ctx) + ")"));
 
   io::WriteOptions write;
   write.written = &progress.written;
@@ -295,9 +296,8 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   progress.stage = 4;
   pm.timeStage("commit", [&] { pending.commit(); });
   if (nothing_quantized)
-    log.warn("{}: nothing in this model is quantized (no QuantizeLinear, DequantizeLinear, QLinear or integer op, no "
-             "producer's quantizer): the output computes as the input does (--require-change makes this exit 7)",
-             item.input);
+    log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
+             analysis::kNothingQuantized);
   log.info("{}: wrote {}: {}", item.input, item.output, summary(ctx));
 }
 

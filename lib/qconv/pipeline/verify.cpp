@@ -59,11 +59,9 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     code = failed;
     error = printable(what);
   }
-  if (!code && held.tensors.empty() && held.dialects.empty())
-    findings.push_back({"no-quantization", command.model, "",
-                        "nothing in this model is quantized (no QuantizeLinear, DequantizeLinear, QLinear or integer "
-                        "op, no producer's quantizer)",
-                        analysis::Severity::Warning});
+  if (!code && held.quantizesNothing())
+    findings.push_back({"no-quantization", command.model, "", analysis::kNothingQuantized,
+                        analysis::findKind("no-quantization")->severity});
   // --ignore: set aside, as a linter does; counted in the summary
   const auto kept_end = std::stable_partition(findings.begin(), findings.end(), [&](const analysis::Finding& f) {
     return std::find(command.ignore.begin(), command.ignore.end(), f.kind) == command.ignore.end();
