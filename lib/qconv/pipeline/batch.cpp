@@ -138,11 +138,9 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
   std::atomic<size_t> running{workers};
   BatchSignals signals;
   std::atomic<size_t> done{0};
-  const Progress shown(err, options.progress, std::chrono::milliseconds(options.progress_delay_ms),
-                       [&, started = std::chrono::steady_clock::now()] {
-                         return fmt::format("qconv: batch: {} of {} models done ({:.1f} s)", done.load(), n,
-                                            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-                       });
+  const Progress shown(err, options.progress, std::chrono::milliseconds(options.progress_delay_ms), [&](double seconds) {
+    return fmt::format("qconv: batch: {} of {} models done ({:.1f} s)", done.load(), n, seconds);
+  });
   std::vector<std::thread> threads;
   for (size_t w = 0; w < workers; ++w)
     threads.emplace_back([&] {

@@ -6,9 +6,12 @@
 
 namespace qconv {
 
-Progress::Progress(StderrLines& err, bool enabled, std::chrono::milliseconds delay, std::function<std::string()> text)
+Progress::Progress(StderrLines& err, bool enabled, std::chrono::milliseconds delay,
+                   std::function<std::string(double)> text)
     : err_(err), text_(std::move(text)), delay_(delay), start_(std::chrono::steady_clock::now()) {
-  if (enabled) thread_ = std::thread([this] { loop(); });
+  if (!enabled) return;
+  if (delay_.count() <= 0) err_.progress(text_(0.0));  // from the start: shown before any work, whatever runs first
+  thread_ = std::thread([this] { loop(); });
 }
 
 Progress::~Progress() {
@@ -20,10 +23,6 @@ Progress::~Progress() {
   stop_.notify_all();
   thread_.join();
   err_.progress("");  // cleared
-}
-
-double Progress::seconds() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
 std::string Progress::bytes(uint64_t n) {
@@ -38,7 +37,7 @@ void Progress::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (stop_.wait_for(lock, delay_, [this] { return stopping_; })) return;
   do {
-    err_.progress(text_());
+    err_.progress(text_(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()));
   } while (!stop_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; }));
 }
 

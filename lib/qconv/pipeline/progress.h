@@ -24,23 +24,22 @@ class StderrLines;
 
 class Progress {
  public:
-  /// `text` gives the line to show (called on the progress thread); nothing is shown before
-  /// `delay`, nor at all when `enabled` is false.
-  Progress(StderrLines& err, bool enabled, std::chrono::milliseconds delay, std::function<std::string()> text);
+  /// `text` gives the line to show from the seconds since the start (called on the progress
+  /// thread); nothing is shown before `delay`, nor at all when `enabled` is false. A delay of 0
+  /// shows the first line here, before the work starts.
+  Progress(StderrLines& err, bool enabled, std::chrono::milliseconds delay, std::function<std::string(double)> text);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
   /// "1.6 GiB", "512 MiB", "12 KiB", "100 bytes".
   static std::string bytes(uint64_t n);
-  /// Seconds since the start, for the line.
-  double seconds() const;
 
  private:
   void loop();
 
   StderrLines& err_;
-  std::function<std::string()> text_;
+  std::function<std::string(double)> text_;
   std::chrono::milliseconds delay_;
   std::chrono::steady_clock::time_point start_;
   std::mutex mutex_;

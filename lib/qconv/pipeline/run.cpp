@@ -193,14 +193,15 @@ namespace {
 
 /// What the progress line of one conversion shows (progress.h).
 struct ConvertProgress {
-  std::atomic<int> stage{0};  // an index into kStages
+  enum Stage { kReading, kConverting, kWriting, kChecking, kCommitting };
+  std::atomic<Stage> stage{kReading};
   std::atomic<uint64_t> written{0}, to_write{0};
-  static constexpr const char* kStages[] = {"reading", "converting", "writing", "checking", "committing"};
 
   std::string line(const Item& item, double seconds) const {
-    const int s = stage.load();
-    std::string text = fmt::format("qconv: {}: {}", item.input, kStages[s]);
-    if (s == 2) text += fmt::format(" {}: {} of {}", item.output, Progress::bytes(written), Progress::bytes(to_write));
+    static constexpr const char* kNames[] = {"reading", "converting", "writing", "checking", "committing"};
+    const Stage s = stage.load();
+    std::string text = fmt::format("qconv: {}: {}", item.input, kNames[s]);
+    if (s == kWriting) text += fmt::format(" {}: {} of {}", item.output, Progress::bytes(written), Progress::bytes(to_write));
     return text + fmt::format(" ({:.1f} s)", seconds);
   }
 };
@@ -238,7 +239,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   // beside the output, where the writer takes it as the data file (io::KeptFile)
   const bool external_data = files && !files->identities().empty() && !options.inline_data;
   if (external_data) files->keepBeside(item.output);
-  progress.stage = 1;
+  progress.stage = ConvertProgress::kConverting;
   pm.run(model, ctx, options.dump ? &out : nullptr);
   if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
     throw Error(ExitCode::Unchanged,
@@ -288,12 +289,12 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     return m;
   });
   // The ONNX checker judges the output before it is renamed into place.
-  progress.stage = 2;
+  progress.stage = ConvertProgress::kWriting;
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
-  progress.stage = 3;
+  progress.stage = ConvertProgress::kChecking;
   pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas); });
   report.data_file = pending.dataFile();
-  progress.stage = 4;
+  progress.stage = ConvertProgress::kCommitting;
   pm.timeStage("commit", [&] { pending.commit(); });
   if (nothing_quantized)
     log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
@@ -305,7 +306,6 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
 
 int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,
                 std::ostream& out) {
-  // In a batch every line names its input: "qconv: warning: a.onnx: conv_4: ..."
   // Every line names the input ("qconv: note: a.onnx: conv_4: ..."); an error names its own file
   // ("out.onnx: cannot allocate ..."), and in a batch the input too.
   const auto logger = stderrLogger(err, options.verbosity, item.input + ": ", item.batch);
@@ -318,10 +318,7 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
     {
       // a lone run's own line; a batch shows its items done instead (batch.cpp)
       const Progress shown(err, options.progress && !item.batch, std::chrono::milliseconds(options.progress_delay_ms),
-                           [&, started = std::chrono::steady_clock::now()] {
-                             return progress.line(item, std::chrono::duration<double>(
-                                                            std::chrono::steady_clock::now() - started).count());
-                           });
+                           [&](double seconds) { return progress.line(item, seconds); });
       convert(options, item, report, log, out, progress);
     }
     if (options.time_passes)
