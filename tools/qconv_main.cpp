@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -160,7 +161,8 @@ int main(int argc, char** argv) {
   auto* help = app.add_subcommand("help", "print the help of qconv, or of SUBCOMMAND");
   std::string topic;
   help->add_option("subcommand", topic, "a subcommand");
-  for (CLI::App* sub : {convert, verify_cmd, inspect_cmd, targets, passes, help}) sub->allow_extras();
+  const std::vector<CLI::App*> subcommands = {convert, verify_cmd, inspect_cmd, targets, passes, help};
+  for (CLI::App* sub : subcommands) sub->allow_extras();
 
   try {
     app.parse(argc, argv);
@@ -170,7 +172,7 @@ int main(int argc, char** argv) {
     return usageError(fmt::format("{} ('qconv help' lists the flags)", e.what()));
   }
   CLI::App* chosen = nullptr;
-  for (CLI::App* sub : {convert, verify_cmd, inspect_cmd, targets, passes, help})
+  for (CLI::App* sub : subcommands)
     if (sub->parsed()) chosen = sub;
   if (!chosen) {
     const std::vector<std::string> names = qconv::cli::subcommandsOf(app);
@@ -192,7 +194,7 @@ int main(int argc, char** argv) {
       std::cout << app.get_formatter()->make_help(&app, "qconv", CLI::AppFormatMode::Normal);
       return 0;
     }
-    for (CLI::App* sub : {convert, verify_cmd, inspect_cmd, targets, passes, help})
+    for (CLI::App* sub : subcommands)
       if (sub->get_name() == topic) {
         std::cout << sub->help("qconv");  // as "qconv SUBCOMMAND --help" prints it
         return 0;
@@ -232,10 +234,9 @@ int main(int argc, char** argv) {
   if (verify_cmd->parsed()) {
     if (verify.model.empty()) return usageError("qconv verify: give the MODEL to check");
     if (const std::string why = dashPath("qconv verify", verify.model); !why.empty()) return usageError(why);
-    verify.fail_on = werror || fail_on == "warning" ? qconv::analysis::Severity::Warning
-                     : fail_on == "note"            ? qconv::analysis::Severity::Note
-                                                    : qconv::analysis::Severity::Error;
-    if (werror && fail_on == "note") verify.fail_on = qconv::analysis::Severity::Note;
+    using qconv::analysis::Severity;
+    verify.fail_on = fail_on == "note" ? Severity::Note : fail_on == "warning" ? Severity::Warning : Severity::Error;
+    if (werror) verify.fail_on = std::min(verify.fail_on, Severity::Warning);  // the stricter of the two
     verify.verbosity = verify_quiet ? 0 : 1;
     const int code = qconv::verify(verify, std::cout, std::cerr);
     std::cout.flush();
