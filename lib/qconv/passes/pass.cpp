@@ -31,17 +31,10 @@ void PassContext::report(Report kind, const std::string& subject, const std::str
   said_.push_back({kind, pass_, subject, text});
 }
 
-std::vector<std::string> PassContext::reports(Report kind) const {
+std::vector<std::string> PassContext::reports(std::initializer_list<Report> kinds) const {
   std::vector<std::string> lines;
   for (const Said& s : said_)
-    if (s.kind == kind) lines.push_back(fmt::format("{}: {}", s.subject, s.text));
-  return lines;
-}
-
-std::vector<std::string> PassContext::warnings() const {
-  std::vector<std::string> lines;
-  for (const Said& s : said_)
-    if (s.kind == Report::Warning || s.kind == Report::Advisory) lines.push_back(fmt::format("{}: {}", s.subject, s.text));
+    if (std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end()) lines.push_back(fmt::format("{}: {}", s.subject, s.text));
   return lines;
 }
 

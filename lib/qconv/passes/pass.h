@@ -5,6 +5,7 @@
 #include <spdlog/logger.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -99,12 +100,13 @@ class PassContext {
   const std::vector<Said>& said() const { return said_; }
   const std::vector<Rewritten>& rewritten() const { return rewritten_; }
 
-  /// The lines reported ("<subject>: <text>"), by kind, in order: made from said().
-  std::vector<std::string> reports(Report kind) const;
-  std::vector<std::string> refusals() const { return reports(Report::Refused); }
-  std::vector<std::string> approximations() const { return reports(Report::Approximation); }
+  /// The lines reported ("<subject>: <text>") of these kinds, in order: made from said().
+  std::vector<std::string> reports(std::initializer_list<Report> kinds) const;
+  std::vector<std::string> reports(Report kind) const { return reports({kind}); }
+  std::vector<std::string> refusals() const { return reports({Report::Refused}); }
+  std::vector<std::string> approximations() const { return reports({Report::Approximation}); }
   /// The Warning and Advisory lines, in order (a grouped warning's parts come before it).
-  std::vector<std::string> warnings() const;
+  std::vector<std::string> warnings() const { return reports({Report::Warning, Report::Advisory}); }
   /// How many Advisory lines were said: the summary line's count.
   size_t advisories() const;
   const std::map<std::string, int>& counters() const { return counters_; }
