@@ -24,6 +24,7 @@ import test_gemm  # noqa: E402
 import test_qgemm  # noqa: E402
 import test_qonnx  # noqa: E402
 import test_qop_to_qdq  # noqa: E402
+import test_saturation  # noqa: E402
 import test_vitis  # noqa: E402
 
 
@@ -69,6 +70,7 @@ def main(out: str) -> None:
         "integer_conv": integer_conv(),
         "ir2_empty_graph": ir2(False),
         "ir2_relu": ir2(True),
+        "shared_zero_point": test_saturation.shared_zero_point_model(),  # found by the fuzzer (shift-types, UBSan)
     }
     with tempfile.TemporaryDirectory() as work:
         w = Path(work)

@@ -158,7 +158,7 @@ def max_abs_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
 def assert_bit_identical(a: list[np.ndarray], b: list[np.ndarray]) -> None:
     for x, y in zip(a, b):
         assert x.dtype == y.dtype and x.shape == y.shape
-        assert np.array_equal(x.view(np.uint8), y.view(np.uint8))
+        assert np.array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
 
 
 def differing(a: list[np.ndarray], b: list[np.ndarray]) -> tuple[int, int]:

@@ -266,3 +266,47 @@ def test_no_saturation_check_skips_the_count(quantized, tmp_path):
     r = run_qconv("convert", "-v", src, str(tmp_path / "b.onnx"), "--format", "qop", "--no-saturation-check")
     assert r.returncode == 0 and not warned(r.stderr) and "saturate" not in r.stderr
     assert open(tmp_path / "a.onnx", "rb").read() == open(tmp_path / "b.onnx", "rb").read()  # an analysis only
+
+
+def shared_zero_point_model() -> onnx.ModelProto:
+    """A uint8 constant that is both data and a zero point, as fuzzing found: z is the zero point
+    of x's QuantizeLinear and DequantizeLinear, the data of a DequantizeLinear with another zero
+    point, and both the data and the zero point of a third."""
+    s = numpy_helper.from_array(np.array(0.25, np.float32), "s")
+    z = numpy_helper.from_array(np.array(131, np.uint8), "z")
+    z2 = numpy_helper.from_array(np.array(7, np.uint8), "z2")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y1"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["z", "s", "z2"], ["y2"], name="dq_z"),
+             helper.make_node("DequantizeLinear", ["z", "s", "z"], ["y3"], name="dq_zz")]
+    graph = helper.make_graph(nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, d) for y, d in (("y1", [1, 3, 4, 4]), ("y2", []), ("y3", []))],
+                              [s, z, z2])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("flags", [("--activation-type", "int8"), ("--weight-type", "uint8"),
+                                   ("--weight-type", "int8", "--activation-type", "uint8")], ids="_".join)
+@pytest.mark.parametrize("fmt", ["qop", "qdq"])
+def test_a_constant_that_is_data_and_zero_point_keeps_the_numbers(fmt, flags, tmp_path):
+    """Each zero point moves with the data it describes, and only with it: z moves where it is
+    data of a moving group or the zero point of one, and keeps its type and value elsewhere
+    (--weight-type int8 --activation-type uint8 moves the weights dq_z and dq_zz read, not x's)."""
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(shared_zero_point_model(), src)
+    r = run_qconv("convert", "-v", src, dst, "--format", fmt, *flags)
+    assert r.returncode == 0, r.stderr
+    out = onnx.load(dst)
+    onnx.checker.check_model(out, full_check=True)
+    x = np.random.default_rng(0).uniform(-40, 40, (1, 3, 4, 4)).astype(np.float32)
+    want = reference.run(src, x)
+    assert [float(y) for y in want[1:]] == [(131 - 7) * 0.25, 0.0]
+    assert_bit_identical(want, reference.run(dst, x))
+    types = {t.name: t.data_type for t in out.graph.initializer}
+    quant = next(n for n in out.graph.node if n.name == "quant")
+    x_type = TensorProto.INT8 if "int8" == flags[-1] else TensorProto.UINT8
+    assert types[quant.input[2]] == x_type
+    w_type = TensorProto.INT8 if "int8" in flags else TensorProto.UINT8
+    for name in ("dq_z", "dq_zz"):
+        dq = next(n for n in out.graph.node if n.name == name)
+        assert [types[dq.input[i]] for i in (0, 2)] == [w_type, w_type]

@@ -14,6 +14,12 @@ std::vector<QuantSlot> quantSlots(const ir::Node& n) {
   return {};
 }
 
+bool isZeroPointInput(const ir::Node& n, int index) {
+  for (const QuantSlot& s : quantSlots(n))
+    if (s.zero_point == index) return true;
+  return false;
+}
+
 bool movesData(const ir::Node& n) {
   if (!n.domain().empty()) return false;
   static const char* const kOps[] = {"Reshape", "Flatten",   "Transpose", "Squeeze", "Unsqueeze",

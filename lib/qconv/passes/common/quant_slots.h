@@ -25,6 +25,8 @@ struct QuantSlot {
 ///   ConvInteger        input 0 (x) / 2, input 1 (w) / 3
 ///   MatMulInteger      input 0 (A) / 2, input 1 (B) / 3
 std::vector<QuantSlot> quantSlots(const ir::Node& n);
+/// Whether input `index` of `n` is the zero point of one of its quantized-data operands.
+bool isZeroPointInput(const ir::Node& n, int index);
 
 /// Ops that only move, select, copy or take the max of their data elements (Reshape, Flatten,
 /// Transpose, Squeeze, Unsqueeze, Identity, Slice, Gather, Split, Concat, Tile, Expand,

@@ -111,6 +111,10 @@ class Walk {
         for (int o : dataOutputs(*n)) queue_.push_back(n->output(static_cast<size_t>(o)));
         continue;
       }
+      if (isZeroPointInput(*n, u.index)) {  // v is also a zero point (of data in this group or another)
+        if (!v->isConstant()) g_.foreign_readers.push_back(u);  // computed: it reads the old values, converted back
+        continue;  // a constant: moved by the group of the data it describes, if that group moves
+      }
       const auto slots = quantSlots(*n);
       if (const QuantSlot* s = slotAt(slots, false, u.index)) {
         zeroPoint(n, s->zero_point);

@@ -19,6 +19,8 @@
 //   2. no subgraph reads any of them;
 //   3. every zero point of the quantized-data slots that read or write them (quant_slots.h) is
 //      a constant, or absent (0).
+// A constant that is also a zero point moves as a zero point only with the data it describes: its
+// data uses and its zero point uses may belong to different groups, one moving and one not.
 // What has no zero point to move keeps its type: a graph input, or a tensor written by another
 // op, moves through DQ(1, 0) -> Q(1, +-128) right after it; a graph output, or a read by another
 // op (a Cast, a contrib op), gets the old type back through the reverse converter right before
@@ -111,9 +113,10 @@ void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
   std::vector<ir::Value*> kept;  // values that keep the old type (a converter after them)
   for (ir::Value* v : g.values) {
     const std::vector<ir::Use> uses = v->uses();
-    if (v->isConstant()) {  // a weight: its values move
+    if (v->isConstant()) {  // a weight: its values move, where they are data
       ir::Value* moved = c.of(v, to);
-      for (const ir::Use& u : uses) graph.setInput(u.node, static_cast<size_t>(u.index), moved);
+      for (const ir::Use& u : uses)  // where v is also a zero point, the group of the data it describes moves it
+        if (!isZeroPointInput(*u.node, u.index)) graph.setInput(u.node, static_cast<size_t>(u.index), moved);
       graph.pruneIfDead(v);
     } else if (!v->producer() || foreign(g.foreign_written, v)) {  // keeps its type: moved right after it
       kept.push_back(v);
