@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pin() { sed -n "s/^$1=//p" "$root/third_party/onnx.pin"; }
-version="$(pin version)"; url="$(pin url)"; sha="$(pin sha256)"; cmake_pin="$(pin cmake)"
+version="$(pin version)"; sha="$(pin sha256)"; cmake_pin="$(pin cmake)"
 deps="$root/build/deps"; dir="$deps/onnx-$version"; prefix="$dir/install"
 stamp="$prefix/.qconv-built"
 if [ -f "$stamp" ] && cmp -s "$stamp" "$root/third_party/onnx.pin"; then
@@ -15,12 +15,21 @@ if [ -f "$stamp" ] && cmp -s "$stamp" "$root/third_party/onnx.pin"; then
 fi
 start=$(date +%s)
 mkdir -p "$dir"
+# A venv of our own supplies pip (and CMake below when Debian's is too old): python3-venv
+# brings pip with it on Debian, where the system python has none.
+tools="$deps/tools"
+if [ ! -x "$tools/bin/pip" ]; then python3 -m venv "$tools"; fi
 tarball="$dir/onnx-$version.tar.gz"
 if [ ! -f "$tarball" ] || ! echo "$sha  $tarball" | sha256sum -c --status; then
-  echo "build_onnx: downloading onnx $version's source distribution from PyPI" >&2
-  curl -fsSL --retry 3 -o "$tarball.part" "$url"
-  echo "$sha  $tarball.part" | sha256sum -c --status || { echo "build_onnx: $url: sha256 mismatch" >&2; exit 1; }
-  mv "$tarball.part" "$tarball"
+  # Fetched by name and version with the registry's own client; only the sha256 is pinned here.
+  echo "build_onnx: fetching onnx $version's source distribution with pip download" >&2
+  rm -rf "$dir/download"
+  "$tools/bin/pip" download -q --disable-pip-version-check --no-deps --no-binary onnx \
+    -d "$dir/download" "onnx==$version" >&2
+  got="$dir/download/onnx-$version.tar.gz"
+  [ -f "$got" ] || { echo "build_onnx: pip download gave no onnx-$version.tar.gz" >&2; exit 1; }
+  echo "$sha  $got" | sha256sum -c --status || { echo "build_onnx: onnx-$version.tar.gz: sha256 mismatch (pinned $sha)" >&2; exit 1; }
+  mv "$got" "$tarball"; rm -rf "$dir/download"
 fi
 rm -rf "$dir/src" "$dir/build" "$prefix"
 mkdir -p "$dir/src"
@@ -31,10 +40,8 @@ need="$(sed -n 's/^cmake_minimum_required(VERSION \([0-9.]*\).*/\1/p' "$dir/src/
 cmake=cmake
 have="$(cmake --version | sed -n 's/^cmake version //p')"
 if [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
-  tools="$deps/cmake-$cmake_pin"
-  if [ ! -x "$tools/bin/cmake" ]; then
+  if [ ! -x "$tools/bin/cmake" ] || [ "$("$tools/bin/cmake" --version | sed -n 's/^cmake version //p')" != "$cmake_pin" ]; then
     echo "build_onnx: CMake $have is older than the $need onnx needs; installing cmake==$cmake_pin from PyPI" >&2
-    python3 -m venv "$tools"
     "$tools/bin/pip" install -q --disable-pip-version-check "cmake==$cmake_pin"
   fi
   cmake="$tools/bin/cmake"

@@ -9,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-debs=(g++ cmake ninja-build pkg-config curl libprotobuf-dev protobuf-compiler libcli11-dev
+debs=(g++ cmake ninja-build pkg-config libprotobuf-dev protobuf-compiler libcli11-dev
       libspdlog-dev libfmt-dev nlohmann-json3-dev catch2 python3 python3-venv time strace clang libclang-rt-14-dev
       qemu-user help2man dpkg-dev file zsh)  # qemu-user: an emulated x86 CPU without VNNI for the saturation tests
 # (test_targets.py); help2man: the man page; dpkg-dev, file: CPack's .deb and its dependencies (cpack -G DEB);
