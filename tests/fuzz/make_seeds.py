@@ -59,6 +59,38 @@ def ir2(with_node: bool) -> onnx.ModelProto:
     return m
 
 
+STORAGE_TYPES = ["INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4", "INT2", "UINT2", "FLOAT8E4M3FN",
+                 "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "FLOAT4E2M1"]
+
+
+def storage_form(type_name: str, raw: bool) -> onnx.ModelProto:
+    """A blocked DequantizeLinear of a `type_name` weight -> MatMul, every tensor in raw_data
+    (raw) or in its typed field as onnx.helper.make_tensor writes it (int32_data packing two
+    4-bit or four 2-bit values an entry; float_data): each storage form of each type (issue 36)."""
+    dt = getattr(TensorProto, type_name)
+    rng = np.random.default_rng(dt)
+    k, n, block = 32, 4, 16
+    if type_name.startswith("FLOAT"):
+        w = rng.choice([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5], (k, n)).tolist()
+    else:
+        lo, hi = {"INT8": (-128, 127), "UINT8": (0, 255), "INT16": (-300, 300), "UINT16": (0, 600), "INT32": (-999, 999),
+                  "INT4": (-8, 7), "UINT4": (0, 15), "INT2": (-2, 1), "UINT2": (0, 3)}[type_name]
+        w = rng.integers(lo, hi + 1, (k, n)).tolist()
+    tensors = [helper.make_tensor("w", dt, [k, n], np.array(w).flatten().tolist()),
+               helper.make_tensor("s", TensorProto.FLOAT, [k // block, n], rng.uniform(0.01, 0.1, k // block * n).tolist())]
+    inputs = ["w", "s"]
+    if not type_name.startswith("FLOAT") and type_name != "INT32":  # float8, float4 and int32: zero point 0 only
+        tensors.append(helper.make_tensor("z", dt, [k // block, n], [0] * (k // block * n)))
+        inputs.append("z")
+    if raw:
+        tensors = [numpy_helper.from_array(numpy_helper.to_array(t), t.name) for t in tensors]
+    g = helper.make_graph([helper.make_node("DequantizeLinear", inputs, ["W"], "dq", axis=0, block_size=block),
+                           helper.make_node("MatMul", ["x", "W"], ["y"], "mm")], "storage",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, n])], tensors)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 25)], ir_version=13)
+
+
 def main(out: str) -> None:
     os.makedirs(out, exist_ok=True)
     seeds = {
@@ -72,6 +104,9 @@ def main(out: str) -> None:
         "ir2_relu": ir2(True),
         "shared_zero_point": test_saturation.shared_zero_point_model(),  # found by the fuzzer (shift-types, UBSan)
     }
+    for type_name in STORAGE_TYPES:  # each storage form of each type (issue 36; external data needs a second file)
+        for raw in (False, True):
+            seeds[f"storage_{type_name.lower()}_{'raw' if raw else 'typed'}"] = storage_form(type_name, raw)
     with tempfile.TemporaryDirectory() as work:
         w = Path(work)
         qdq = str(w / "qdq.onnx")

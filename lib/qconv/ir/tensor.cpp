@@ -59,25 +59,41 @@ std::string storageProblem(const TensorProto& t) {
     if (d < 0) return fmt::format("dimension {} is negative", d);
   const auto n = numElements(t);
   if (!n) return "its dims multiply past 2^63 elements";
-  const size_t width = byteWidth(t.data_type());
-  if (t.data_location() == TensorProto::EXTERNAL || width == 0) return {};
+  const auto need = dataBytes(t);
+  if (t.data_location() == TensorProto::EXTERNAL || !need) return {};
   const uint64_t count = static_cast<uint64_t>(*n);
   if (t.has_raw_data()) {
-    if (count > t.raw_data().size() / width || t.raw_data().size() != count * width)
-      return fmt::format("raw data holds {} bytes, dims need {}", t.raw_data().size(),
-                         count <= std::numeric_limits<uint64_t>::max() / width ? fmt::format("{}", count * width) : "more");
+    if (t.raw_data().size() != *need) return fmt::format("raw data holds {} bytes, dims need {}", t.raw_data().size(), *need);
     return {};
   }
-  uint64_t have = 0;
+  // the typed field: its count (values per entry as storageBytes reads them)
+  uint64_t have = 0, want = count;
   switch (t.data_type()) {
     case TensorProto::FLOAT: have = static_cast<uint64_t>(t.float_data_size()); break;
     case TensorProto::DOUBLE: have = static_cast<uint64_t>(t.double_data_size()); break;
     case TensorProto::INT64: have = static_cast<uint64_t>(t.int64_data_size()); break;
     case TensorProto::UINT32:
     case TensorProto::UINT64: have = static_cast<uint64_t>(t.uint64_data_size()); break;
-    default: have = static_cast<uint64_t>(t.int32_data_size()); break;
+    default:
+      have = static_cast<uint64_t>(t.int32_data_size());
+      if (packedBits(t.data_type()) || t.data_type() == TensorProto::FLOAT4E2M1) want = *need;  // one packed byte per entry
+      break;
   }
-  if (have != count) return fmt::format("holds {} values, dims need {}", have, count);
+  if (have != want) return fmt::format("holds {} values, dims need {}", have, want);
+  return {};
+}
+
+std::string storageProblem(const Value& v) {
+  QCONV_ASSERT(v.initializer(), "storageProblem: value '{}' is not an initializer", v.name());
+  const TensorProto& t = *v.initializer();
+  if (std::string why = storageProblem(t); !why.empty()) return why;
+  const auto need = dataBytes(t);
+  if (!need) return fmt::format("a {} tensor has no byte form qconv reads", typeName(t.data_type()));
+  if (t.data_location() == TensorProto::EXTERNAL) {
+    const FileBytes& file = v.fileBytes();
+    if (!file) return kUnresolved;
+    if (file.length != *need) return fmt::format("its file holds {} bytes, dims need {}", file.length, *need);
+  }
   return {};
 }
 
@@ -112,12 +128,7 @@ ByteStream::ByteStream(const TensorProto& t, const FileBytes& file, std::string&
     raw_ = &t.raw_data();
     length = raw_->size();
   } else {
-    if (t.int32_data_size() != size_) {
-      why_ = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), size_);
-      return;
-    }
-    converted_.resize(static_cast<size_t>(size_));
-    for (int64_t i = 0; i < size_; ++i) converted_[static_cast<size_t>(i)] = static_cast<char>(t.int32_data(static_cast<int>(i)));
+    if (!storageBytes(t, FileBytes{}, converted_, &why_)) return;
     raw_ = &converted_;
     length = converted_.size();
   }
@@ -143,46 +154,151 @@ const uint8_t* ByteStream::next(size_t n) {
 
 namespace {
 
-/// Element count and raw bytes (`raw` points at raw_data, or at `holder` for external data;
-/// nullptr when the values are in a typed field). The bytes must be dataBytes(t): packed types
-/// (int4, int2, ...) included.
-bool checkStorage(const TensorProto& t, const FileBytes& file, int64_t* count, const std::string** raw,
-                  std::string& holder, std::string* why) {
-  auto n = numElements(t);
-  if (!n) {
-    *why = "tensor has invalid dims";
-    return false;
-  }
-  *count = *n;
-  *raw = nullptr;
-  const uint64_t need = dataBytes(t).value_or(0);
-  if (t.data_location() == TensorProto::EXTERNAL) {
-    if (!file) {
-      *why = kUnresolved;
-      return false;
-    }
-    if (file.length != need) {
-      *why = fmt::format("its file holds {} bytes, dims need {}", file.length, need);
-      return false;
-    }
-    holder = loadBytes(file);
-    *raw = &holder;
-  } else if (t.has_raw_data()) {
-    *raw = &t.raw_data();
-  }
-  if (*raw && (*raw)->size() != need) {
-    *why = fmt::format("raw data holds {} bytes, dims need {}", (*raw)->size(), need);
-    return false;
-  }
-  return true;
-}
-
 template <typename T>
 T loadRaw(const std::string& raw, int64_t i) {
   T v;
   std::memcpy(&v, raw.data() + static_cast<size_t>(i) * sizeof(T), sizeof(T));
   return v;
 }
+
+/// The bytes of `t` as raw_data holds them: a pointer to raw_data itself (no copy), or to
+/// `holder`, filled from its file or its typed field (storageBytes). Null with *why.
+const std::string* bytesOf(const TensorProto& t, const FileBytes& file, std::string& holder, std::string* why) {
+  if (t.data_location() != TensorProto::EXTERNAL && t.has_raw_data()) {
+    const auto need = dataBytes(t);
+    if (!need) {
+      *why = numElements(t) ? fmt::format("a {} tensor has no fixed-width bytes", typeName(t.data_type())) : "tensor has invalid dims";
+      return nullptr;
+    }
+    if (t.raw_data().size() != *need) {
+      *why = fmt::format("raw data holds {} bytes, dims need {}", t.raw_data().size(), *need);
+      return nullptr;
+    }
+    return &t.raw_data();
+  }
+  return storageBytes(t, file, holder, why) ? &holder : nullptr;
+}
+
+/// Element count of `t` (valid dims: bytesOf succeeded).
+int64_t countOf(const TensorProto& t) { return numElements(t).value_or(0); }
+
+/// Append the low `width` bytes of `bits`, little-endian.
+void putLittle(std::string& out, uint64_t bits, size_t width) {
+  for (size_t b = 0; b < width; ++b) out.push_back(static_cast<char>((bits >> (8 * b)) & 0xff));
+}
+
+/// The typed field of `t` as raw_data would hold it (onnx.proto: which field holds which type).
+bool typedFieldBytes(const TensorProto& t, uint64_t count, uint64_t need, std::string& out, std::string* why) {
+  const int32_t dt = t.data_type();
+  auto wrongCount = [&](const char* field, int have, uint64_t want) {
+    *why = fmt::format("{} holds {} values, dims need {}", field, have, want);
+    return false;
+  };
+  out.clear();
+  out.reserve(need);
+  switch (dt) {
+    case TensorProto::FLOAT:
+      if (static_cast<uint64_t>(t.float_data_size()) != count) return wrongCount("float_data", t.float_data_size(), count);
+      out.resize(need);
+      if (need) std::memcpy(out.data(), t.float_data().data(), need);  // little-endian hosts only (as every reader here)
+      return true;
+    case TensorProto::DOUBLE:
+      if (static_cast<uint64_t>(t.double_data_size()) != count) return wrongCount("double_data", t.double_data_size(), count);
+      out.resize(need);
+      if (need) std::memcpy(out.data(), t.double_data().data(), need);
+      return true;
+    case TensorProto::INT64:
+      if (static_cast<uint64_t>(t.int64_data_size()) != count) return wrongCount("int64_data", t.int64_data_size(), count);
+      out.resize(need);
+      if (need) std::memcpy(out.data(), t.int64_data().data(), need);
+      return true;
+    case TensorProto::UINT32:
+    case TensorProto::UINT64: {
+      if (static_cast<uint64_t>(t.uint64_data_size()) != count) return wrongCount("uint64_data", t.uint64_data_size(), count);
+      const size_t width = byteWidth(dt);
+      for (uint64_t v : t.uint64_data()) {
+        if (width == 4 && v > std::numeric_limits<uint32_t>::max()) {
+          *why = fmt::format("uint64_data value {} is out of range for uint32", v);
+          return false;
+        }
+        putLittle(out, v, width);
+      }
+      return true;
+    }
+    default: break;
+  }
+  // int32_data: one value per entry (int32, the 8- and 16-bit integers, bool, and the bits of
+  // float16, bfloat16 and float8), or one packed byte per entry (the 4- and 2-bit types).
+  const bool packed = packedBits(dt) || dt == TensorProto::FLOAT4E2M1;
+  const size_t width = packed ? 1 : byteWidth(dt);
+  if (!width || width > 4) {
+    *why = fmt::format("a {} tensor has no byte form qconv reads", typeName(dt));
+    return false;
+  }
+  const uint64_t entries = packed ? need : count;
+  if (static_cast<uint64_t>(t.int32_data_size()) != entries) {
+    if (!packed) return wrongCount("int32_data", t.int32_data_size(), count);
+    *why = fmt::format("int32_data holds {} values, {} {} elements need {} bytes", t.int32_data_size(), count, typeName(dt), need);
+    return false;
+  }
+  // the values an entry may hold: the type's range for an integer type, else its bits
+  const bool ranged = isIntegerType(dt);
+  const auto [lo, hi] = ranged ? intRange(dt) : std::pair<int64_t, int64_t>{0, (int64_t{1} << (8 * width)) - 1};
+  for (int32_t v : t.int32_data()) {
+    if (v < lo || v > hi) {
+      *why = fmt::format("int32_data value {} is out of range for {}", v, typeName(dt));
+      return false;
+    }
+    putLittle(out, static_cast<uint64_t>(static_cast<int64_t>(v)), width);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool storageBytes(const TensorProto& t, const FileBytes& file, std::string& out, std::string* why) {
+  const auto n = numElements(t);
+  if (!n) {
+    *why = "tensor has invalid dims";
+    return false;
+  }
+  const auto need = dataBytes(t);
+  if (!need) {
+    *why = fmt::format("a {} tensor has no byte form qconv reads", typeName(t.data_type()));
+    return false;
+  }
+  if (t.data_location() == TensorProto::EXTERNAL) {
+    if (!file) {
+      *why = kUnresolved;
+      return false;
+    }
+    if (file.length != *need) {
+      *why = fmt::format("its file holds {} bytes, dims need {}", file.length, *need);
+      return false;
+    }
+    out.resize(file.length);
+    file.source->read(file.span, 0, file.length, out.data());
+    return true;
+  }
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != *need) {
+      *why = fmt::format("raw data holds {} bytes, dims need {}", t.raw_data().size(), *need);
+      return false;
+    }
+    out = t.raw_data();
+    return true;
+  }
+  return typedFieldBytes(t, static_cast<uint64_t>(*n), *need, out, why);
+}
+
+std::optional<std::string> storageBytes(const Value& v, std::string* why) {
+  QCONV_ASSERT(v.initializer(), "storageBytes: value '{}' is not an initializer", v.name());
+  std::string out;
+  if (!storageBytes(*v.initializer(), v.fileBytes(), out, why)) return std::nullopt;
+  return out;
+}
+
+namespace {
 
 std::optional<std::vector<float>> readFloats(const TensorProto& t, const FileBytes& file, std::string* why) {
   if (t.data_type() != TensorProto::FLOAT) {
@@ -195,44 +311,27 @@ std::optional<std::vector<float>> readFloats(const TensorProto& t, const FileByt
     file.source->read(file.span, 0, file.length, reinterpret_cast<char*>(out.data()));  // little-endian, as below
     return out;
   }
-  int64_t n = 0;
-  const std::string* raw = nullptr;
   std::string holder;
-  if (!checkStorage(t, file, &n, &raw, holder, why)) return std::nullopt;
-  std::vector<float> out(static_cast<size_t>(n));
-  if (raw) {
-    if (n) std::memcpy(out.data(), raw->data(), static_cast<size_t>(n) * sizeof(float));
-  } else {
-    if (t.float_data_size() != n) {
-      *why = fmt::format("float_data holds {} values, dims need {}", t.float_data_size(), n);
-      return std::nullopt;
-    }
-    std::copy(t.float_data().begin(), t.float_data().end(), out.begin());
-  }
+  const std::string* raw = bytesOf(t, file, holder, why);
+  if (!raw) return std::nullopt;
+  std::vector<float> out(static_cast<size_t>(countOf(t)));
+  if (!out.empty()) std::memcpy(out.data(), raw->data(), out.size() * sizeof(float));
   return out;
 }
 
-/// A 4-bit or 2-bit integer tensor: its elements packed into bytes, the first in the lowest
-/// bits, in raw_data (or its file) or one byte per int32_data entry (onnx.proto).
+/// A 4-bit or 2-bit integer tensor: its elements packed into bytes, the first in the lowest bits.
 std::optional<std::vector<int64_t>> readPackedInts(const TensorProto& t, const FileBytes& file, std::string* why) {
   const int32_t dt = t.data_type();
   const int bits = packedBits(dt);
-  int64_t n = 0;
-  const std::string* raw = nullptr;
   std::string holder;
-  if (!checkStorage(t, file, &n, &raw, holder, why)) return std::nullopt;
-  const uint64_t bytes = dataBytes(t).value_or(0);
-  if (!raw && static_cast<uint64_t>(t.int32_data_size()) != bytes) {  // one packed byte per entry
-    *why = fmt::format("int32_data holds {} values, {} {} elements need {} bytes", t.int32_data_size(), n, typeName(dt), bytes);
-    return std::nullopt;
-  }
+  const std::string* raw = bytesOf(t, file, holder, why);
+  if (!raw) return std::nullopt;
+  const int64_t n = countOf(t);
   const int per_byte = 8 / bits;
   const bool is_signed = dt == TensorProto::INT4 || dt == TensorProto::INT2;
   std::vector<int64_t> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t at = i / per_byte;
-    const unsigned byte = raw ? static_cast<uint8_t>((*raw)[static_cast<size_t>(at)])
-                              : static_cast<unsigned>(t.int32_data(static_cast<int>(at))) & 0xffu;
+    const unsigned byte = static_cast<uint8_t>((*raw)[static_cast<size_t>(i / per_byte)]);
     int64_t v = (byte >> ((i % per_byte) * bits)) & ((1u << bits) - 1);
     if (is_signed && v >= (int64_t{1} << (bits - 1))) v -= int64_t{1} << bits;
     out[static_cast<size_t>(i)] = v;
@@ -247,43 +346,20 @@ std::optional<std::vector<int64_t>> readInts(const TensorProto& t, const FileByt
     *why = fmt::format("tensor is {}, not an integer type", typeName(dt));
     return std::nullopt;
   }
-  int64_t n = 0;
-  const std::string* raw = nullptr;
   std::string holder;
-  if (!checkStorage(t, file, &n, &raw, holder, why)) return std::nullopt;
+  const std::string* raw = bytesOf(t, file, holder, why);
+  if (!raw) return std::nullopt;
+  const int64_t n = countOf(t);
+  const std::string& r = *raw;
   std::vector<int64_t> out(static_cast<size_t>(n));
-  if (raw) {
-    const std::string& r = *raw;
-    for (int64_t i = 0; i < n; ++i) {
-      switch (dt) {
-        case TensorProto::INT8: out[i] = loadRaw<int8_t>(r, i); break;
-        case TensorProto::UINT8: out[i] = loadRaw<uint8_t>(r, i); break;
-        case TensorProto::INT16: out[i] = loadRaw<int16_t>(r, i); break;
-        case TensorProto::UINT16: out[i] = loadRaw<uint16_t>(r, i); break;
-        case TensorProto::INT32: out[i] = loadRaw<int32_t>(r, i); break;
-        default: out[i] = loadRaw<int64_t>(r, i); break;
-      }
-    }
-    return out;
-  }
-  if (dt == TensorProto::INT64) {
-    if (t.int64_data_size() != n) {
-      *why = fmt::format("int64_data holds {} values, dims need {}", t.int64_data_size(), n);
-      return std::nullopt;
-    }
-    std::copy(t.int64_data().begin(), t.int64_data().end(), out.begin());
-    return out;
-  }
-  if (t.int32_data_size() != n) {
-    *why = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), n);
-    return std::nullopt;
-  }
-  auto [lo, hi] = intRange(dt);
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = t.int32_data(static_cast<int>(i));
-    if (out[i] < lo || out[i] > hi) {
-      *why = fmt::format("int32_data value {} is out of range for {}", out[i], typeName(dt));
-      return std::nullopt;
+    switch (dt) {
+      case TensorProto::INT8: out[i] = loadRaw<int8_t>(r, i); break;
+      case TensorProto::UINT8: out[i] = loadRaw<uint8_t>(r, i); break;
+      case TensorProto::INT16: out[i] = loadRaw<int16_t>(r, i); break;
+      case TensorProto::UINT16: out[i] = loadRaw<uint16_t>(r, i); break;
+      case TensorProto::INT32: out[i] = loadRaw<int32_t>(r, i); break;
+      default: out[i] = loadRaw<int64_t>(r, i); break;
     }
   }
   return out;
@@ -345,18 +421,13 @@ namespace {
 template <typename Widen>
 std::optional<std::vector<float>> readBitsAsFloats(const Value& v, size_t width, Widen widen, std::string* why) {
   const TensorProto& t = *v.initializer();
-  int64_t n = 0;
-  const std::string* raw = nullptr;
   std::string holder;
-  if (!checkStorage(t, v.fileBytes(), &n, &raw, holder, why)) return std::nullopt;
-  if (!raw && t.int32_data_size() != n) {  // the bits, one value per int32
-    *why = fmt::format("int32_data holds {} values, dims need {}", t.int32_data_size(), n);
-    return std::nullopt;
-  }
+  const std::string* raw = bytesOf(t, v.fileBytes(), holder, why);
+  if (!raw) return std::nullopt;
+  const int64_t n = countOf(t);
   std::vector<float> out(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const auto bits = static_cast<uint16_t>(raw ? (width == 1 ? static_cast<uint8_t>((*raw)[static_cast<size_t>(i)]) : loadRaw<uint16_t>(*raw, i))
-                                                : static_cast<uint32_t>(t.int32_data(static_cast<int>(i))) & (width == 1 ? 0xffu : 0xffffu));
+    const auto bits = static_cast<uint16_t>(width == 1 ? static_cast<uint8_t>((*raw)[static_cast<size_t>(i)]) : loadRaw<uint16_t>(*raw, i));
     out[static_cast<size_t>(i)] = widen(bits);
   }
   return out;

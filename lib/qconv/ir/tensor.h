@@ -74,6 +74,21 @@ std::optional<uint64_t> dataBytes(const onnx::TensorProto& t);
 /// typed field holding another count than the dims need. Empty when nothing is (or the type
 /// is one whose storage qconv does not know).
 std::string storageProblem(const onnx::TensorProto& t);
+/// What keeps storageBytes from reading the initializer of `v`: storageProblem, a file holding
+/// another length than the dims need, a type with no byte form. Empty when it can be read (a
+/// selector asks this of what its action will read, so the action never meets such storage).
+std::string storageProblem(const Value& v);
+
+/// The bytes raw_data would hold for `t` (little-endian, fixed width; 4- and 2-bit types packed
+/// two or four a byte, the first in the lowest bits), from any storage ONNX allows for its type:
+/// raw_data, its file (`file`, for external or file-backed data), or its typed field (float_data,
+/// double_data, int64_data, uint64_data; int32_data with one value per entry, or one packed byte
+/// per entry for the 4- and 2-bit types). The one reader of tensor bytes: every reader here
+/// decodes what it gives. False with *why for malformed storage or a type with no byte form
+/// (STRING); a file that cannot be read throws Error(BadInput) (ByteSource::read).
+bool storageBytes(const onnx::TensorProto& t, const FileBytes& file, std::string& out, std::string* why);
+/// The same for the initializer of `v`, inline or file-backed.
+std::optional<std::string> storageBytes(const Value& v, std::string* why);
 
 /// All the bytes of a file-backed tensor, read through its source (which throws Error(BadInput),
 /// naming the file, when they cannot be read).
@@ -81,7 +96,7 @@ std::string loadBytes(const FileBytes& bytes);
 
 /// Sequential reader of a tensor of one byte per element (INT8, UINT8), so that a weight of any
 /// size is read in bounded memory: raw_data in place, a file-backed tensor through a buffer
-/// refilled 1 MiB at a time from its source, int32_data converted once.
+/// refilled 1 MiB at a time from its source, a typed field converted once (storageBytes).
 class ByteStream {
  public:
   /// Nothing to read (ok() false, why() says so) for another type or malformed storage.
@@ -103,7 +118,7 @@ class ByteStream {
   int64_t size_ = 0;
   uint64_t pos_ = 0;          // elements served
   const std::string* raw_ = nullptr;
-  std::string converted_;     // int32_data as bytes
+  std::string converted_;     // a typed field's bytes
   FileBytes file_;
   std::string& buffer_;       // file bytes [buffer_start_, buffer_start_ + filled_)
   uint64_t buffer_start_ = 0;

@@ -286,35 +286,10 @@ ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::st
 }
 
 std::string rawBytes(const ir::Value& v, std::string* why, ir::ByteKeeper* keeper) {
-  const TensorProto& t = *v.initializer();
-  if (t.data_location() == TensorProto::EXTERNAL) {
-    const ir::FileBytes& file = v.fileBytes();
-    if (!file) {
-      *why = "its bytes are not readable here";
-      return {};
-    }
-    std::string out = buffer(keeper, file.length, false);
-    file.source->read(file.span, 0, file.length, out.data());
-    return out;
-  }
-  if (t.has_raw_data()) return t.raw_data();
-  std::string out;
-  if (t.float_data_size()) {
-    out.resize(static_cast<size_t>(t.float_data_size()) * 4);
-    std::memcpy(out.data(), t.float_data().data(), out.size());
-    return out;
-  }
-  const size_t width = ir::byteWidth(t.data_type());
-  if (t.int32_data_size() && (width == 1 || width == 2)) {
-    out.resize(static_cast<size_t>(t.int32_data_size()) * width);
-    for (int i = 0; i < t.int32_data_size(); ++i) {
-      const auto bits = static_cast<uint16_t>(t.int32_data(i));
-      std::memcpy(out.data() + static_cast<size_t>(i) * width, &bits, width);  // little-endian
-    }
-    return out;
-  }
-  *why = fmt::format("its {} storage is not one qconv repacks", ir::typeName(t.data_type()));
-  return {};
+  const ir::FileBytes& file = v.fileBytes();
+  std::string out = file ? buffer(keeper, file.length, false) : std::string();
+  if (!ir::storageBytes(*v.initializer(), file, out, why)) return {};
+  return out;
 }
 
 }  // namespace qconv::nbits

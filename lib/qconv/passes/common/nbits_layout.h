@@ -73,9 +73,8 @@ void recycle(ir::ByteKeeper* keeper, std::string bytes);
 ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
                          std::unique_ptr<onnx::TensorProto> t, std::string bytes);
 
-/// The bytes of a constant as raw_data would hold them: inline raw_data, its file, or a typed
-/// field (float_data; int32_data of a 1- or 2-byte type). Empty with *why when it cannot. A
-/// file's bytes are read into a buffer(keeper, ...).
+/// The bytes of a constant as raw_data would hold them, from any storage (ir::storageBytes).
+/// Empty with *why when it cannot. A file's bytes are read into a buffer(keeper, ...).
 std::string rawBytes(const ir::Value& v, std::string* why, ir::ByteKeeper* keeper = nullptr);
 
 }  // namespace qconv::nbits

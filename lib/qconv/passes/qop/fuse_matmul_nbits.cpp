@@ -17,7 +17,10 @@
 //      more (the kernel's rule), its scale a constant float or float16 [k_blocks, N] and its
 //      zero point absent or a constant of x's type and the scale's shape;
 //   3. W's only readers are MatMuls reading it as B, and W is not a graph output;
-//   4. A's element type, when known, is the scale's (the kernel's T1 for both).
+//   4. A's element type, when known, is the scale's (the kernel's T1 for both);
+//   5. the storage of x, scale and zero point is one the repacking reads (ir::storageProblem):
+//      raw_data, a file, or the typed field, int32_data packing two 4-bit or four 2-bit values
+//      an entry.
 #include <fmt/format.h>
 
 #include "qconv/ir/tensor.h"
@@ -67,6 +70,9 @@ struct FuseMatMulNBits {
     if (zero && (!zero->isConstant() || zero->initializer()->data_type() != t ||
                  ir::dimsOf(*zero->initializer()) != std::vector<int64_t>{blocks, N}))
       return M::refuse("its zero point is not a constant of the weight's type and the scale's shape");
+    for (const ir::Value* c : {x, scale, zero})  // (5)
+      if (c)
+        if (std::string why = ir::storageProblem(*c); !why.empty()) return M::refuse(fmt::format("'{}' cannot be read: {}", c->name(), why));
     const ir::Value* w = dq->output(0);
     if (w->isGraphOutput()) return M::refuse("the dequantized weight is a graph output");  // (3)
     for (const auto& use : w->uses())

@@ -13,7 +13,8 @@
 //      are packed uint8 (float zero points have no DequantizeLinear form);
 //   3. g_idx is absent or the identity order (k / block_size): act-order reorders K;
 //   4. the model's default opset can be raised to the standard op's (21; 2-bit: 25): every
-//      ai.onnx node keeps its meaning (common/opset_history.h).
+//      ai.onnx node keeps its meaning (common/opset_history.h);
+//   5. B, scales and zero points are stored in a form the repacking reads (ir::storageProblem).
 // accuracy_level (onnxruntime's: 4 computes with A quantized to int8) is not kept: the standard
 // form computes in float, as the operator's definition does; each one is named.
 #include <fmt/format.h>
@@ -89,6 +90,9 @@ struct LowerMatMulNBits {
       if (!identity)
         return M::refuse("g_idx reorders K by group (act-order): a blocked DequantizeLinear takes consecutive blocks only");
     }
+    for (const ir::Value* c : {b, scales, zp})  // (5)
+      if (c)
+        if (std::string why = ir::storageProblem(*c); !why.empty()) return M::refuse(fmt::format("'{}' cannot be read: {}", c->name(), why));
     const int64_t needed = s.bits == 2 ? 25 : 21;  // (4)
     if (const std::string& why = blockerFor(needed); !why.empty())
       return M::refuse(fmt::format("its standard form needs opset {}, and {}", needed, why));
