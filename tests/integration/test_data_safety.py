@@ -452,3 +452,67 @@ def test_what_sigkill_leaves_in_a_batch_is_documented_and_the_next_batch_removes
         batch(k % 2)
         keep = bench_kill.named(out, names)
         assert sorted(os.listdir(out)) == sorted(names + list(keep))
+
+
+# ---- round 3 (issue 36, item 2): a copied model keeps its data; the plan binds the rename ----
+
+@pytest.mark.parametrize("batch", [False, True], ids=["lone", "batch"])
+def test_a_copied_model_keeps_its_data(tmp_path, batch):
+    """`cp out.onnx keep.onnx` (the model file only: both name out.onnx.<hash>.data), then a new
+    conversion into out.onnx: the sweep leaves a data file another model of the folder names
+    (docs/robustness.md), and removes it once no model names it."""
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    a = save(weight_model(21), tmp_path / "a" / "m.onnx", "m.onnx.data")
+    b = save(weight_model(22), tmp_path / "b" / "m.onnx", "m.onnx.data")
+    out = str(out_dir / "m.onnx")
+
+    def convert(src, *flags):
+        args = ["convert", "--out-dir", str(out_dir), src] if batch else ["convert", src, out]
+        r = run_qconv(*args, "--format", "qdq", *flags)
+        assert r.returncode == 0, r.stderr
+
+    convert(a)
+    first = data_file(out)
+    keep = str(out_dir / "keep.onnx")
+    with open(out, "rb") as f, open(keep, "wb") as g:
+        g.write(f.read())
+    convert(b, "--fsync")  # other input, other flags: a new data file
+    assert data_file(out) != first
+    assert os.path.exists(first), "the sweep removed the data file keep.onnx names"
+    loads_and_runs(keep)
+    loads_and_runs(out)
+    os.remove(keep)  # now no model names it: the next commit to m.onnx sweeps it
+    convert(a)
+    assert not os.path.exists(first) or data_file(out) == first
+    assert sorted(os.listdir(out_dir)) == sorted(["m.onnx", os.path.basename(data_file(out))])
+
+
+def test_an_output_folder_swapped_for_a_link_to_the_input_folder_is_not_followed(tmp_path):
+    """The write plan opens the output's folder once and the commit renames relative to it
+    (openat/renameat): the folder swapped for a symbolic link to the input's folder while the
+    conversion runs does not let the output replace the input. The window is made certain:
+    strace holds the output's fallocate (the write, after the plan) for 3 s, and the swap is made
+    once the trace shows it was entered."""
+    src_dir, out_dir = tmp_path / "in", tmp_path / "out"
+    src = save(weight_model(23, 96), src_dir / "m.onnx", None)
+    out_dir.mkdir()
+    before = digest(src_dir)
+    trace = str(tmp_path / "trace")
+    p = subprocess.Popen(["strace", "-f", "-qq", "-o", trace, "-e", "trace=fallocate", "-e",
+                          "inject=fallocate:delay_exit=3000000", qconv_bin(), "convert", src, str(out_dir / "m.onnx"),
+                          "--format", "qop"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "ASAN_OPTIONS": "detect_leaks=0"})
+    deadline = time.time() + 60
+    while time.time() < deadline and not (os.path.exists(trace) and "fallocate(" in open(trace).read()):
+        time.sleep(0.02)
+    assert "fallocate(" in open(trace).read(), "the conversion never reached its write"
+    os.rename(out_dir, tmp_path / "out.orig")
+    os.symlink(src_dir, out_dir)  # out/ now leads to the input's folder
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert digest(src_dir) == before, "the input was replaced"
+    written = str(tmp_path / "out.orig" / "m.onnx")  # where the plan checked it would go
+    assert sorted(os.listdir(tmp_path / "out.orig")) == ["m.onnx"]
+    loads_and_runs(written, 96)

@@ -56,11 +56,13 @@ ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
   if (!kept_.file) {
     if (keptOutput_.empty()) {
       const char* env = std::getenv("TMPDIR");
-      kept_.file = std::make_unique<TempFile>(env && *env ? env : "/tmp", "qconv-made-tensors",
-                                              fmt::format("{}: the temporary file of the tensors qconv makes", modelPath_));
+      const std::string tmp = env && *env ? env : "/tmp";
+      const std::string what = fmt::format("{}: the temporary file of the tensors qconv makes", modelPath_);
+      kept_.file = std::make_unique<TempFile>(Folder::open(tmp, what), "qconv-made-tensors", what);
     } else {
       const PathParts parts = splitPath(keptOutput_);
-      kept_.file = std::make_unique<TempFile>(parts.dir, parts.base + ".data", keptOutput_ + "'s data file");
+      kept_.file = std::make_unique<TempFile>(keptFolder_ ? keptFolder_ : Folder::open(parts.dir, keptOutput_),
+                                              parts.base + ".data", keptOutput_ + "'s data file");
       kept_.beside_output = true;
     }
   }
@@ -130,9 +132,10 @@ void ExternalFiles::awaitKept() const {
   if (keeping_) keeping_->wait();
 }
 
-void ExternalFiles::keepBeside(const std::string& output) {
+void ExternalFiles::keepBeside(const std::string& output, std::shared_ptr<const Folder> folder) {
   QCONV_ASSERT(!kept_.file, "{}: keepBeside after keep", modelPath_);
   keptOutput_ = output;
+  keptFolder_ = std::move(folder);
 }
 
 void ExternalFiles::adoptModelFile(int fd) {

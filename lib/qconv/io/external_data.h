@@ -107,7 +107,7 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
 
   /// Make keep()'s file beside `output`, as its data file to be (KeptFile): before the passes,
   /// when the output will have external data.
-  void keepBeside(const std::string& output);
+  void keepBeside(const std::string& output, std::shared_ptr<const Folder> folder = nullptr);
 
   /// What keep() wrote, or null when it wrote nothing. The writer may take its file.
   KeptFile* kept() {
@@ -144,6 +144,7 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   std::mutex sparesMutex_;               // keep()'s writes recycle on their own thread
   std::vector<std::string> spares_;      // buffer()'s, at most kSpares
   std::string keptOutput_;  // keepBeside's
+  std::shared_ptr<const Folder> keptFolder_;  // its folder, as the write plan opened it (or null)
   std::map<std::string, int> fds_;  // location -> fd
   std::vector<std::pair<uint64_t, uint64_t>> ids_;
 };

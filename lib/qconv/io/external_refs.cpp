@@ -95,13 +95,8 @@ std::vector<std::string> walkModel(const uint8_t* data, size_t size, ReleaseBehi
   return std::move(walk.found);
 }
 
-}  // namespace
-
-std::vector<std::string> externalLocations(const uint8_t* data, size_t size) { return walkModel(data, size, nullptr); }
-
-std::vector<std::string> externalLocations(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return {};
+/// What the model file open as `fd` names (closed here).
+std::vector<std::string> locationsOf(int fd) {
   std::vector<std::string> found;
   struct stat st {};
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
@@ -119,5 +114,20 @@ std::vector<std::string> externalLocations(const std::string& path) {
   close(fd);
   return found;
 }
+
+}  // namespace
+
+std::vector<std::string> externalLocations(const uint8_t* data, size_t size) { return walkModel(data, size, nullptr); }
+
+std::vector<std::string> externalLocations(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  return fd < 0 ? std::vector<std::string>{} : locationsOf(fd);
+}
+
+std::vector<std::string> externalLocationsAt(int dirfd, const std::string& name) {
+  const int fd = openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  return fd < 0 ? std::vector<std::string>{} : locationsOf(fd);
+}
+
 
 }  // namespace qconv::io

@@ -23,5 +23,7 @@ std::vector<std::string> externalLocations(const uint8_t* data, size_t size);
 /// The same for the model file at `path`, mapped read-only; nothing when it is not a regular
 /// file that can be opened and mapped.
 std::vector<std::string> externalLocations(const std::string& path);
+/// The same for the file `name` of the folder open as `dirfd` (a symbolic link is not followed).
+std::vector<std::string> externalLocationsAt(int dirfd, const std::string& name);
 
 }  // namespace qconv::io

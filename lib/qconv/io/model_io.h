@@ -20,6 +20,7 @@
 namespace qconv::io {
 
 class ExternalFiles;
+class Folder;
 class OpSchemas;
 
 /// Read and parse all of `path` (mapped in chunks, never modified; peak memory is the parsed
@@ -105,6 +106,9 @@ struct WriteOptions {
   /// the folder already: a batch lists it once, not once per output (which would make a batch
   /// of n outputs cost n^2). Null: commit() lists the folder itself.
   const std::vector<std::string>* data_file_names = nullptr;
+  /// The output's folder, opened once by the write plan (pipeline/write_plan.h): the write and
+  /// its commit happen there, relative to its descriptor. Null: writeTemporary opens it.
+  std::shared_ptr<const Folder> folder;
   /// Where the bytes written are counted as they go (a progress line: pipeline/progress.h), or null.
   std::atomic<uint64_t>* written = nullptr;
   /// What the write will write in all, added to as each file is sized, or null.
@@ -126,6 +130,8 @@ std::string dataFileOwner(const std::string& name);
 /// Whether the file at `path` is a data file qconv wrote: a regular file named as one
 /// (dataFileName) whose bytes hash to the tag in its name. Only such data files are swept.
 bool tagMatches(const std::string& path);
+/// The same for `name` in `folder`.
+bool tagMatchesIn(const Folder& folder, const std::string& name);
 /// Whether the commit of output `base` may sweep `name` from its folder (io/output_pair.cpp):
 /// one of its data files, or a temporary a killed commit of it left (temp_file.h).
 bool isSweptName(const std::string& base, const std::string& name);
@@ -142,8 +148,8 @@ std::vector<std::string> sweptNameOwners(const std::string& name);
 /// brought in. Dropped uncommitted, the temporaries are removed. Move-only.
 class PendingWrite {
  public:
-  PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir, std::string path,
-               const WriteOptions& options);
+  PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::shared_ptr<const Folder> folder,
+               std::string path, const WriteOptions& options);
   PendingWrite(PendingWrite&&) noexcept;
   PendingWrite& operator=(PendingWrite&&) = delete;
   ~PendingWrite();
@@ -157,13 +163,15 @@ class PendingWrite {
 
  private:
   std::unique_ptr<TempFile> model_, data_;
-  std::string dir_, path_;
+  std::shared_ptr<const Folder> folder_;
+  std::string path_;
   WriteOptions options_;  // durable, protected_files
 };
 
 /// Write `text` to `path` whole or not at all (a temporary file renamed over it), as the
 /// model is written. Throws Error(Output) naming the file.
-void writeTextFile(const std::string& path, const std::string& text);
+/// `folder`: the file's folder, opened by the write plan (null: opened here).
+void writeTextFile(const std::string& path, const std::string& text, std::shared_ptr<const Folder> folder = nullptr);
 
 /// Serialize to temporary files beside `path` (the model, and its data file when tensors go
 /// external): never a partial file, never a followed symlink, nothing written outside the

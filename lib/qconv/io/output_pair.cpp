@@ -83,6 +83,37 @@ bool tagMatchesAt(int dirfd, const std::string& name, const struct stat& st) {
   return read && name == dataFileName(owner, hash);  // the name qconv gives those bytes
 }
 
+/// Whether `name` ends in ".onnx", in any case: what the sweep reads as a model.
+bool isModelName(const std::string& name) {
+  if (name.size() < 5) return false;
+  std::string tail = name.substr(name.size() - 5);
+  std::transform(tail.begin(), tail.end(), tail.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return tail == ".onnx";
+}
+
+/// The external-data locations the models of the folder name, but OUT itself (`base`), which
+/// is being replaced: every regular file *.onnx there (io/external_refs.h reads only their
+/// message headers), sorted.
+std::vector<std::string> namedByOtherModels(int dirfd, const std::string& base) {
+  std::vector<std::string> named;
+  const int fd = dup(dirfd);
+  if (fd < 0) return named;
+  DIR* d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return named;
+  }
+  rewinddir(d);  // a dup shares the folder's offset
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == base || !isModelName(name)) continue;
+    for (std::string& location : externalLocationsAt(dirfd, name)) named.push_back(std::move(location));
+  }
+  closedir(d);
+  std::sort(named.begin(), named.end());
+  return named;
+}
+
 /// Step 2: what step 5 removes (see the top of this file). `old` names what the model being
 /// replaced reads.
 std::vector<std::string> sweepList(int dirfd, const std::string& base, const std::string& keep,
@@ -92,6 +123,7 @@ std::vector<std::string> sweepList(int dirfd, const std::string& base, const std
     names = *options.data_file_names;
   } else if (const int fd = dup(dirfd); fd >= 0) {
     if (DIR* d = fdopendir(fd)) {  // owns fd now
+      rewinddir(d);  // a dup shares the folder's offset: another listing may have read it to the end
       while (const dirent* e = readdir(d))
         if (isSweptName(base, e->d_name)) names.emplace_back(e->d_name);
       closedir(d);
@@ -104,12 +136,21 @@ std::vector<std::string> sweepList(int dirfd, const std::string& base, const std
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   std::vector<std::string> stale;
+  bool data_files = false;
   for (const std::string& name : names) {
     if (name == keep || !isSweptName(base, name)) continue;
     struct stat st {};
     if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
     if (options.protects(st.st_dev, st.st_ino)) continue;
-    if (isDataFileName(base, name) ? tagMatchesAt(dirfd, name, st) : locked) stale.push_back(name);
+    const bool data_file = isDataFileName(base, name);
+    if (data_file ? tagMatchesAt(dirfd, name, st) : locked) stale.push_back(name);
+    data_files = data_files || data_file;
+  }
+  if (data_files) {  // a data file another model of the folder names stays (a copy of OUT, say)
+    const std::vector<std::string> named = namedByOtherModels(dirfd, base);
+    stale.erase(std::remove_if(stale.begin(), stale.end(), [&](const std::string& name) {
+                  return std::binary_search(named.begin(), named.end(), name);
+                }), stale.end());
   }
   return stale;
 }
@@ -151,6 +192,12 @@ bool tagMatches(const std::string& path) {
   return match;
 }
 
+bool tagMatchesIn(const Folder& folder, const std::string& name) {
+  struct stat st {};
+  return fstatat(folder.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+         tagMatchesAt(folder.fd(), name, st);
+}
+
 bool isSweptName(const std::string& base, const std::string& name) {
   if (isDataFileName(base, name)) return true;
   const std::string linked = linkedTemporaryBase(name);
@@ -166,9 +213,9 @@ std::vector<std::string> sweptNameOwners(const std::string& name) {
   return owners;
 }
 
-PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data, std::string dir,
-                           std::string path, const WriteOptions& options)
-    : model_(std::move(model)), data_(std::move(data)), dir_(std::move(dir)), path_(std::move(path)), options_(options) {
+PendingWrite::PendingWrite(std::unique_ptr<TempFile> model, std::unique_ptr<TempFile> data,
+                           std::shared_ptr<const Folder> folder, std::string path, const WriteOptions& options)
+    : model_(std::move(model)), data_(std::move(data)), folder_(std::move(folder)), path_(std::move(path)), options_(options) {
   options_.file_backed = nullptr;  // written already
 }
 PendingWrite::PendingWrite(PendingWrite&&) noexcept = default;
@@ -183,7 +230,8 @@ void PendingWrite::commit(const std::function<void()>& between) {
   std::shared_lock<std::shared_mutex> gate;
   if (options_.commit_gate) gate = std::shared_lock<std::shared_mutex>(*options_.commit_gate);
   HoldInterrupts hold;
-  FolderLock lock(dir_);
+  FolderLock lock(*folder_);
+  const int dir = folder_->fd();  // the folder the plan checked, whatever its path names now
   const std::string base = splitPath(path_).base;
   const std::string keep = data_ ? splitPath(data_->target()).base : std::string();
   std::vector<std::string> stale;
@@ -191,25 +239,25 @@ void PendingWrite::commit(const std::function<void()>& between) {
     struct stat st {};
     // A listing made before the lock (a batch's) can miss a data file another process linked in
     // since: the model being replaced names it. A listing made here, under the lock, cannot.
-    const bool replaces = options_.data_file_names && lstat(path_.c_str(), &st) == 0 &&
+    const bool replaces = options_.data_file_names && fstatat(dir, base.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
                           S_ISREG(st.st_mode);  // a symlink's target is not replaced
-    stale = sweepList(lock.fd(), base, keep, options_, lock.locked(),
-                      replaces ? externalLocations(path_) : std::vector<std::string>{});
+    stale = sweepList(dir, base, keep, options_, lock.locked(),
+                      replaces ? externalLocationsAt(dir, base) : std::vector<std::string>{});
   }
   bool broughtIn = false;
   if (data_) {
     struct stat st {};
-    broughtIn = lstat(data_->target().c_str(), &st) != 0;
+    broughtIn = fstatat(dir, keep.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0;
     data_->commit();
   }
   try {
     if (between) between();
     model_->commit();
   } catch (...) {
-    if (broughtIn) unlink(data_->target().c_str());
+    if (broughtIn) unlinkat(dir, keep.c_str(), 0);
     throw;
   }
-  for (const std::string& name : stale) unlinkat(lock.fd(), name.c_str(), 0);
+  for (const std::string& name : stale) unlinkat(dir, name.c_str(), 0);
   model_.reset();
   data_.reset();
   if (options_.durable) syncFolder(lock.fd(), path_);

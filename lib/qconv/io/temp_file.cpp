@@ -19,24 +19,49 @@ namespace {
 bool canLink() { return access("/proc/self/fd", X_OK) == 0 || geteuid() == 0; }
 }  // namespace
 
-TempFile::TempFile(const std::string& dir, const std::string& base, const std::string& target)
-    : dir_(dir), base_(base), target_(target) {
-  fd_ = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+std::shared_ptr<const Folder> Folder::tryOpen(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  return std::shared_ptr<const Folder>(new Folder(fd, dir));
+}
+
+std::shared_ptr<const Folder> Folder::open(const std::string& dir, const std::string& for_path) {
+  if (auto folder = tryOpen(dir)) return folder;
+  throw Error(ExitCode::Output, fmt::format("{}: cannot open its folder '{}': {}", for_path, dir, sysError()));
+}
+
+Folder::~Folder() { close(fd_); }
+
+TempFile::TempFile(std::shared_ptr<const Folder> folder, const std::string& base, const std::string& target)
+    : folder_(std::move(folder)), base_(base) {
+  retarget(target);
+  fd_ = openat(folder_->fd(), ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   anonymous_ = fd_ >= 0 && canLink();
   if (fd_ >= 0 && !anonymous_) {
     close(fd_);
     fd_ = -1;
   }
-  if (!anonymous_) {
-    path_ = dir + "/." + base + ".qconv-XXXXXX";
-    fd_ = mkostemp(path_.data(), O_CLOEXEC);
+  // elsewhere a hidden named file, created exclusively (never a followed link)
+  for (unsigned attempt = 0; !anonymous_ && attempt < 100; ++attempt) {
+    name_ = fmt::format(".{}.qconv-{:06x}", base, (static_cast<unsigned>(getpid()) * 2654435761u + attempt * 40503u) & 0xffffffu);
+    fd_ = openat(folder_->fd(), name_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ >= 0 || errno != EEXIST) break;
   }
-  if (fd_ < 0) throw Error(ExitCode::Output, fmt::format("{}: cannot create a file in '{}': {}", target, dir, sysError()));
+  if (fd_ < 0) {
+    name_.clear();
+    throw Error(ExitCode::Output, fmt::format("{}: cannot create a file in '{}': {}", target, folder_->path(), sysError()));
+  }
 }
 
 TempFile::~TempFile() {
   if (fd_ >= 0) close(fd_);
-  if (!committed_ && !path_.empty()) unlink(path_.c_str());
+  if (!committed_ && !name_.empty()) unlinkat(folder_->fd(), name_.c_str(), 0);
+}
+
+void TempFile::retarget(std::string target) {
+  target_ = std::move(target);
+  const size_t slash = target_.rfind('/');
+  target_name_ = slash == std::string::npos ? target_ : target_.substr(slash + 1);
 }
 
 void TempFile::fail(const std::string& what) const { throw Error(ExitCode::Output, fmt::format("{}: {}", target_, what)); }
@@ -56,18 +81,19 @@ void TempFile::finish(bool durable) {
 }
 
 void TempFile::commit() {
-  const bool linked = anonymous_ && linkAt(target_);  // no name was ever between this file and its place
+  const int dir = folder_->fd();
+  const bool linked = anonymous_ && linkAt(target_name_);  // no name was ever between this file and its place
   if (anonymous_ && !linked) linkIn();
   const int fd = fd_;
   fd_ = -1;
   if (close(fd) != 0) {
     const std::string why = sysError();
-    if (linked) unlink(target_.c_str());  // the name this just made: nothing is left in place
+    if (linked) unlinkat(dir, target_name_.c_str(), 0);  // the name this just made: nothing is left in place
     fail(fmt::format("cannot close: {}", why));
   }
   if (linked) {
-    path_.clear();
-  } else if (rename(path_.c_str(), target_.c_str()) != 0) {
+    name_.clear();
+  } else if (renameat(dir, name_.c_str(), dir, target_name_.c_str()) != 0) {
     fail(fmt::format("cannot rename the temporary file into place: {}", sysError()));
   }
   committed_ = true;
@@ -75,19 +101,19 @@ void TempFile::commit() {
 
 bool TempFile::linkAt(const std::string& name) const {
   const std::string proc = fmt::format("/proc/self/fd/{}", fd_);
-  int r = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW);
-  if (r != 0 && errno == ENOENT) r = linkat(fd_, "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH);
+  int r = linkat(AT_FDCWD, proc.c_str(), folder_->fd(), name.c_str(), AT_SYMLINK_FOLLOW);
+  if (r != 0 && errno == ENOENT) r = linkat(fd_, "", folder_->fd(), name.c_str(), AT_EMPTY_PATH);
   return r == 0;
 }
 
 void TempFile::linkIn() {
   for (unsigned attempt = 0;; ++attempt) {
-    path_ = fmt::format("{}/.{}.qconv-{}-{}", dir_, base_, getpid(), attempt);
-    if (linkAt(path_)) return;
+    name_ = fmt::format(".{}.qconv-{}-{}", base_, getpid(), attempt);
+    if (linkAt(name_)) return;
     if (errno != EEXIST || attempt > 100) {
       const std::string why = sysError();
-      path_.clear();
-      fail(fmt::format("cannot link the temporary file into '{}': {}", dir_, why));
+      name_.clear();
+      fail(fmt::format("cannot link the temporary file into '{}': {}", folder_->path(), why));
     }
   }
 }
@@ -105,7 +131,7 @@ std::string linkedTemporaryBase(const std::string& name) {
   return name.substr(1, mark - 1);
 }
 
-FolderLock::FolderLock(const std::string& dir) : fd_(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+FolderLock::FolderLock(const Folder& folder) : fd_(openat(folder.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
   if (fd_ < 0) return;
   int r;
   while ((r = flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {

@@ -3,9 +3,33 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace qconv::io {
+
+/// An output's folder, opened once: every later step of a write (its temporaries, the lock, the
+/// sweep, the renames, the checks against the files the run reads) is made relative to this
+/// descriptor, never by resolving the folder's path again. A folder swapped for a symbolic link
+/// to another one during the run (the input's, say) is not followed: the output goes where the
+/// write plan checked it would (pipeline/write_plan.h opens it).
+class Folder {
+ public:
+  /// Throws Error(Output) naming `for_path` when `dir` cannot be opened as a folder.
+  static std::shared_ptr<const Folder> open(const std::string& dir, const std::string& for_path);
+  /// nullptr when it cannot (the write opens it again later, and fails with the reason).
+  static std::shared_ptr<const Folder> tryOpen(const std::string& dir);
+  ~Folder();
+  Folder(const Folder&) = delete;
+  Folder& operator=(const Folder&) = delete;
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Folder(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  std::string path_;
+};
 
 /// A file created in the output's folder that is removed unless committed. It is anonymous
 /// where the file system can (O_TMPFILE): it has no name until commit() links it in, straight
@@ -17,8 +41,9 @@ namespace qconv::io {
 /// Every failure throws Error(Output) naming the target.
 class TempFile {
  public:
-  /// In folder `dir`, to become `target`; `base` names the hidden file while it has a name.
-  TempFile(const std::string& dir, const std::string& base, const std::string& target);
+  /// In `folder`, to become `target` (a path in it: its last component is the name it gets,
+  /// the whole names it in messages); `base` names the hidden file while it has a name.
+  TempFile(std::shared_ptr<const Folder> folder, const std::string& base, const std::string& target);
   ~TempFile();
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
@@ -30,8 +55,10 @@ class TempFile {
     if (counter_) counter_->fetch_add(bytes, std::memory_order_relaxed);
   }
   const std::string& target() const { return target_; }
-  /// The path commit() renames to, when it is known only after the bytes are written.
-  void retarget(std::string target) { target_ = std::move(target); }
+  /// The path commit() renames to, when it is known only after the bytes are written (in the
+  /// same folder: its last component is the name).
+  void retarget(std::string target);
+  const Folder& folder() const { return *folder_; }
   [[noreturn]] void fail(const std::string& what) const;
 
   /// Allocate the file's blocks before writing: a full disk fails here, before any work, and
@@ -50,7 +77,11 @@ class TempFile {
   /// Link the anonymous file at `name`; false (errno set) when it cannot, e.g. EEXIST.
   bool linkAt(const std::string& name) const;
 
-  std::string dir_, base_, path_, target_;
+  std::shared_ptr<const Folder> folder_;
+  std::string base_;
+  std::string name_;    // the hidden name in folder_ while it has one, else empty
+  std::string target_;  // a path, for messages
+  std::string target_name_;  // its last component: the name it gets in folder_
   int fd_ = -1;
   std::atomic<uint64_t>* counter_ = nullptr;
   bool anonymous_ = false;
@@ -62,10 +93,12 @@ class TempFile {
 std::string linkedTemporaryBase(const std::string& name);
 
 /// An exclusive flock on a folder, released when destroyed (or when the process dies): every
-/// qconv commit into a folder holds it (io/output_pair.cpp, writeTextFile).
+/// qconv commit into a folder holds it (io/output_pair.cpp, writeTextFile). It opens the folder
+/// anew through `folder`'s descriptor ("." relative to it): a lock of its own (flock belongs to
+/// an open file description), on the same folder, whatever its path names now.
 class FolderLock {
  public:
-  explicit FolderLock(const std::string& dir);
+  explicit FolderLock(const Folder& folder);
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;

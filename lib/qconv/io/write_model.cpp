@@ -121,14 +121,15 @@ std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_ba
 
 /// Every tensor of at least kExternalThreshold bytes into the data file, named by its content
 /// (dataFileName) once written; null if none went. The file is `kept`'s when takesKept, else new.
-std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& dir,
+std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked* file_backed,
+                                      const std::shared_ptr<const Folder>& folder, const std::string& dir,
                                       const std::string& base, const std::string& path, KeptFile* kept,
                                       std::atomic<uint64_t>* written, std::atomic<uint64_t>* to_write) {
   KeptFile* taken = takesKept(model, file_backed, kept) ? kept : nullptr;
   const std::vector<Placement> plan = layout(model, file_backed, taken);
   if (plan.empty()) return nullptr;
   std::unique_ptr<TempFile> data =
-      taken ? std::move(taken->file) : std::make_unique<TempFile>(dir, base + ".data", path + "'s data file");
+      taken ? std::move(taken->file) : std::make_unique<TempFile>(folder, base + ".data", path + "'s data file");
   uint64_t size = 0;
   for (const Placement& p : plan) size = std::max(size, p.offset + p.size);
   data->reserve(size);
@@ -188,22 +189,24 @@ class FileSink : public SpliceSink {
   uint64_t written_ = 0;
 };
 
-void refuseProtected(const std::string& path, const WriteOptions& options) {
+/// Refuse when `name` in `folder` is a file the run reads (an output never replaces an input).
+void refuseProtected(const Folder& folder, const std::string& name, const std::string& path, const WriteOptions& options) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) == 0 && options.protects(st.st_dev, st.st_ino))
+  if (fstatat(folder.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && options.protects(st.st_dev, st.st_ino))
     throw Error(ExitCode::Usage,
                 fmt::format("{}: this file is the input or holds its external data; qconv never modifies its input", path));
 }
 
 }  // namespace
 
-void writeTextFile(const std::string& path, const std::string& text) {
+void writeTextFile(const std::string& path, const std::string& text, std::shared_ptr<const Folder> folder) {
   const PathParts parts = splitPath(path);
   if (!parts.namesFile()) throw Error(ExitCode::Output, fmt::format("{}: the path names no file", path));
-  TempFile out(parts.dir, parts.base, path);
+  if (!folder) folder = Folder::open(parts.dir, path);
+  TempFile out(folder, parts.base, path);
   writeAll(out, text.data(), text.size(), 0);
   out.finish(false);
-  FolderLock lock(parts.dir);  // its temporary gets a name only under the lock (output_pair.cpp)
+  FolderLock lock(*folder);  // its temporary gets a name only under the lock (output_pair.cpp)
   out.commit();
 }
 
@@ -212,12 +215,13 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
   if (!parts.namesFile()) throw Error(ExitCode::Output, fmt::format("{}: output path names no file", path));
   const std::string& dir = parts.dir;
   const std::string& base = parts.base;
-  refuseProtected(path, options);
+  const std::shared_ptr<const Folder> folder = options.folder ? options.folder : Folder::open(dir, path);
+  refuseProtected(*folder, base, path, options);
 
   std::unique_ptr<TempFile> data;
   if (options.external_data) {
-    data = externalize(model, options.file_backed, dir, base, path, options.kept, options.written, options.to_write);
-    if (data) refuseProtected(data->target(), options);
+    data = externalize(model, options.file_backed, folder, dir, base, path, options.kept, options.written, options.to_write);
+    if (data) refuseProtected(*folder, splitPath(data->target()).base, data->target(), options);
   }
   // after externalize, what it moved names the new data file: nothing is file-backed any more
   const InlineModel plan(model, kSpliceThreshold, data ? nullptr : options.file_backed);
@@ -229,7 +233,7 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
                                   path, plan.size())
                     : fmt::format("{}: the model would be {} bytes, over protobuf's 2 GB limit", path, plan.size()));
 
-  auto out = std::make_unique<TempFile>(dir, base, path);
+  auto out = std::make_unique<TempFile>(folder, base, path);
   out->reserve(plan.size());
   out->countInto(options.written);
   if (options.to_write) *options.to_write += plan.size();
@@ -240,7 +244,7 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
   QCONV_ASSERT(written == plan.size(), "{}: wrote {} bytes, expected {}", path, written, plan.size());
   if (data) data->finish(options.durable);
   out->finish(options.durable);
-  return PendingWrite(std::move(out), std::move(data), dir, path, options);
+  return PendingWrite(std::move(out), std::move(data), folder, path, options);
 }
 
 void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {

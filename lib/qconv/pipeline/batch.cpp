@@ -118,13 +118,15 @@ class BatchSignals {
 
 }  // namespace
 
-int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report) {
+int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report,
+             std::shared_ptr<const io::Folder>& report_folder) {
   std::vector<std::string> outputs;
   WritePlan plan;  // one listing of DIR for every commit's sweep, and what every item reads
   try {
     checkFlags(options);
     outputs = outputsOf(options);
     plan = planWrites(options.inputs, outputs, options.report);
+    report_folder = plan.report_folder;
   } catch (const Error& e) {
     stderrLogger(err, options.verbosity)->error("{}", e.what());
     return static_cast<int>(e.code());
@@ -146,7 +148,7 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
     threads.emplace_back([&] {
       for (size_t i; (i = next.fetch_add(1)) < n;) {
         convertItem(options, Item{options.inputs[i], outputs[i], schemas, &gate, true, &plan.protected_files,
-                                  &plan.sweep_names[i]},
+                                  &plan.sweep_names[i], plan.folders[i]},
                     report.items[i], err, out);
         ++done;
       }

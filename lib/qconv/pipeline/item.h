@@ -70,6 +70,8 @@ struct Item {
   const std::vector<std::pair<uint64_t, uint64_t>>* protected_files = nullptr;
   /// A batch's listing of what the output's commit may sweep (io::WriteOptions::data_file_names).
   const std::vector<std::string>* data_file_names = nullptr;
+  /// The output's folder as the write plan opened it (WritePlan::folders), or null.
+  std::shared_ptr<const io::Folder> folder = nullptr;
 };
 
 /// Convert item.input into item.output: diagnostics to `err`, what was done in `report`.
@@ -107,6 +109,7 @@ std::string batchOutput(const std::string& out_dir, const std::string& input);
 
 /// A batch: run() with options.out_dir. Returns the greatest exit code of its items (or 2 for
 /// a usage error of the batch itself, before any is converted).
-int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report);
+int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report,
+             std::shared_ptr<const io::Folder>& report_folder);
 
 }  // namespace qconv

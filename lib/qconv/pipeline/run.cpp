@@ -238,7 +238,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   // the output has external data when the input has: what the passes make then goes straight
   // beside the output, where the writer takes it as the data file (io::KeptFile)
   const bool external_data = files && !files->identities().empty() && !options.inline_data;
-  if (external_data) files->keepBeside(item.output);
+  if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
   pm.run(model, ctx, options.dump ? &out : nullptr);
   if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
@@ -253,6 +253,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   write.durable = options.fsync;
   write.commit_gate = item.commit_gate;
   write.data_file_names = item.data_file_names;
+  write.folder = item.folder;
   // what this input did open (the plan's already, unless a file was replaced since), and itself
   std::vector<std::pair<uint64_t, uint64_t>> own;
   if (files) {
@@ -363,8 +364,9 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
   report.format = options.format == Format::Qop ? "qop" : "qdq";
   report.target = options.target;
   int code = 0;
+  std::shared_ptr<const io::Folder> report_folder;  // the plan's: the report goes where it was checked
   if (!options.out_dir.empty() || !options.inputs.empty()) {
-    code = runBatch(options, out, lines, report);
+    code = runBatch(options, out, lines, report, report_folder);
   } else {
     WritePlan plan;
     try {
@@ -377,6 +379,8 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
     report.items.emplace_back();
     Item item{options.input, options.output, schemas, nullptr, false};
     item.protected_files = &plan.protected_files;
+    item.folder = plan.folders[0];
+    report_folder = plan.report_folder;
     code = convertItem(options, item, report.items.back(), lines, out);
   }
   report.exit_code = code;
@@ -384,7 +388,7 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
   if (options.report.empty() || report.items.empty()) return code;
   report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   try {
-    io::writeTextFile(options.report, reportJson(report));
+    io::writeTextFile(options.report, reportJson(report), report_folder);
   } catch (const Error& e) {
     stderrLogger(lines, options.verbosity)->error("{}", e.what());
     return std::max(code, static_cast<int>(e.code()));

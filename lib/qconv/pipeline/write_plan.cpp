@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -12,6 +14,7 @@
 #include "qconv/diag.h"
 #include "qconv/io/external_refs.h"
 #include "qconv/io/model_io.h"
+#include "qconv/io/temp_file.h"
 
 namespace qconv {
 
@@ -35,6 +38,18 @@ Place resolve(const std::string& path) {
   if (stat(parts.dir.c_str(), &st) == 0) p.entry = std::make_tuple(idOf(st).first, idOf(st).second, parts.base);
   if (lstat(path.c_str(), &st) == 0) p.files.push_back(idOf(st));
   if (stat(path.c_str(), &st) == 0 && (p.files.empty() || p.files.back() != idOf(st))) p.files.push_back(idOf(st));
+  return p;
+}
+
+/// `name` in the folder open as `folder`, as resolve() gives a path: the checks then hold for the
+/// folder the write will use (io::Folder), whatever its path names later.
+Place resolveIn(const io::Folder& folder, const std::string& name) {
+  Place p;
+  struct stat st {};
+  if (fstat(folder.fd(), &st) == 0) p.entry = std::make_tuple(idOf(st).first, idOf(st).second, name);
+  if (fstatat(folder.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) p.files.push_back(idOf(st));
+  if (fstatat(folder.fd(), name.c_str(), &st, 0) == 0 && (p.files.empty() || p.files.back() != idOf(st)))
+    p.files.push_back(idOf(st));
   return p;
 }
 
@@ -79,10 +94,16 @@ Places whatIsRead(const std::vector<std::string>& inputs) {
 
 /// The names in `dir` the commit of each output there may sweep: its data files and the
 /// temporaries a killed commit of it left. One listing for all of them.
-void listSweepNames(const std::string& dir, const std::map<std::string, size_t>& outputs,
+void listSweepNames(const io::Folder& folder, const std::map<std::string, size_t>& outputs,
                     std::vector<std::vector<std::string>>& names) {
-  DIR* d = opendir(dir.c_str());
-  if (!d) return;
+  const int fd = dup(folder.fd());
+  if (fd < 0) return;
+  DIR* d = fdopendir(fd);  // owns fd now
+  if (!d) {
+    close(fd);
+    return;
+  }
+  rewinddir(d);  // a dup shares the folder's offset
   while (const dirent* e = readdir(d)) {
     for (const std::string& owner : io::sweptNameOwners(e->d_name))
       if (auto it = outputs.find(owner); it != outputs.end()) names[it->second].emplace_back(e->d_name);
@@ -106,31 +127,43 @@ WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<s
   WritePlan plan;
   plan.sweep_names.resize(outputs.size());
   std::map<std::string, std::map<std::string, size_t>> byFolder;  // folder -> output file name -> index
+  std::map<std::string, std::shared_ptr<const io::Folder>> opened;  // each folder opened once
+  plan.folders.resize(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const io::PathParts parts = io::splitPath(outputs[i]);
     byFolder[parts.dir].emplace(parts.base, i);
+    auto [it, fresh] = opened.emplace(parts.dir, nullptr);
+    if (fresh) it->second = io::Folder::tryOpen(parts.dir);  // none: the write fails later, saying why
+    plan.folders[i] = it->second;
   }
-  for (const auto& [dir, names] : byFolder) listSweepNames(dir, names, plan.sweep_names);
+  for (const auto& [dir, names] : byFolder)
+    if (const auto& folder = opened[dir]) listSweepNames(*folder, names, plan.sweep_names);
 
+  // each output resolved in the folder the write will use (io::Folder), not by its path again
+  auto place = [&](size_t i, const std::string& name) {
+    return plan.folders[i] ? resolveIn(*plan.folders[i], name) : resolve(io::splitPath(outputs[i]).dir + "/" + name);
+  };
   Places written;  // for the report's check
   std::vector<Place> outPlaces;
   for (size_t i = 0; i < outputs.size(); ++i) {
-    outPlaces.push_back(resolve(outputs[i]));
+    outPlaces.push_back(place(i, io::splitPath(outputs[i]).base));
     const Place& out = outPlaces.back();
     if (const std::string* what = reads.find(out)) refuse(outputs[i], *what, "the output would replace it");
     written.add(out, fmt::format("output {}", outputs[i]));
     const std::string dir = io::splitPath(outputs[i]).dir;
     for (const std::string& name : plan.sweep_names[i]) {
-      const Place old = resolve(dir + "/" + name);
+      const Place old = place(i, name);
       // a file the sweep leaves (a data file by its name only, not by its bytes) is no concern
       const std::string* what = reads.find(old);
-      if (what && (io::dataFileOwner(name).empty() || io::tagMatches(dir + "/" + name)))
+      if (what && (io::dataFileOwner(name).empty() || io::tagMatchesIn(*plan.folders[i], name)))
         refuse(dir + "/" + name, *what, fmt::format("the output {} would replace or remove it", outputs[i]));
       written.add(old, fmt::format("a file the output {} would replace or remove", outputs[i]));
     }
   }
   if (!report.empty()) {
-    const Place r = resolve(report);
+    const io::PathParts parts = io::splitPath(report);
+    plan.report_folder = io::Folder::tryOpen(parts.dir);
+    const Place r = plan.report_folder ? resolveIn(*plan.report_folder, parts.base) : resolve(report);
     const std::string* what = reads.find(r);
     if (!what) what = written.find(r);
     std::string named;  // a data file not written yet: its name and folder say whose it would be

@@ -17,13 +17,19 @@
 // named like a data file, whose bytes do not hash to its tag, is one the sweep never removes
 // (io::tagMatches), so it is no path the run removes.) The files
 // every item reads stay protected (io::WriteOptions::protected_files) in every commit of the run.
+// Each output's folder is opened once, here, and the outputs are resolved through it; the write
+// and its commit then happen in that open folder (openat, linkat, renameat, unlinkat on its
+// descriptor), so the checks hold for the rename itself: a folder replaced by a symbolic link to
+// another during the run does not move the output there.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "qconv/io/temp_file.h"
 #include "qconv/pipeline/run.h"
 
 namespace qconv {
@@ -35,6 +41,12 @@ struct WritePlan {
   /// For each output, the names in its folder the commit's sweep may remove (data files and
   /// leftover temporaries of that output), from one listing per folder.
   std::vector<std::vector<std::string>> sweep_names;
+  /// For each output, its folder, opened once when the plan checked it (io::Folder): the write
+  /// and its commit happen there, so that the checks above bind the final rename. Null where
+  /// the folder could not be opened (the write then fails, naming why).
+  std::vector<std::shared_ptr<const io::Folder>> folders;
+  /// The report's folder, the same way.
+  std::shared_ptr<const io::Folder> report_folder;
 };
 
 /// The plan for `outputs[i]` written from `inputs[i]` (and `report`, when not empty); throws
