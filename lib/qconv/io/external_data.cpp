@@ -43,7 +43,17 @@ std::vector<std::string> components(const std::string& location) {
 
 }  // namespace
 
-ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(modelPath)) {}
+namespace {
+// buffers held for reuse: a weight, its scales, and the next ones'; never more than kSpareBytes
+// in all, so that a model's largest tensors do not stay in memory twice over
+constexpr size_t kSpares = 4;
+constexpr size_t kSpareBytes = size_t{96} << 20;
+}  // namespace
+
+ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(modelPath)) {
+  spares_.reserve(kSpares);  // recycle() runs on the writer's thread: it never allocates there (a
+                             // thread's first malloc maps an arena of 64 MiB of address space)
+}
 
 ExternalFiles::~ExternalFiles() {
   keeping_.reset();  // its jobs write to kept_.file
@@ -53,6 +63,17 @@ ExternalFiles::~ExternalFiles() {
 }
 
 ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
+  const uint64_t length = bytes.size();
+  return keepIn(t, length, [&bytes](std::string& piece) { piece = std::move(bytes); }, false);
+}
+
+ir::FileBytes ExternalFiles::keepPieces(onnx::TensorProto& t, uint64_t length, const std::function<void(std::string&)>& next) {
+  return keepIn(t, length, next, true);
+}
+
+ir::FileBytes ExternalFiles::keepIn(onnx::TensorProto& t, uint64_t length, const std::function<void(std::string&)>& next,
+                                    bool streamed) {
+  constexpr uint64_t kStreamedInFlight = uint64_t{4} << 20;
   if (!kept_.file) {
     if (keptOutput_.empty()) {
       const char* env = std::getenv("TMPDIR");
@@ -67,7 +88,6 @@ ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
     }
   }
   const uint64_t gap = kept_.end, offset = (gap + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
-  const uint64_t length = bytes.size();
   kept_.end = offset + length;
   kept_.tensors += length;
   const ir::FileBytes made = addSpan(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(length)}},
@@ -75,34 +95,41 @@ ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
                                      fmt::format("{}: tensor '{}' qconv made", modelPath_, t.name()));
   spans_.back().made = true;
   if (!keeping_) keeping_ = std::make_unique<WriteQueue>(uint64_t{64} << 20);
-  keeping_->push(length, [this, bytes = std::move(bytes), gap, offset]() mutable {
+  keeping_->push(0, [this, gap, offset] {
     static constexpr char kZeros[kExternalAlignment] = {};
     kept_.hash.add(kZeros, offset - gap);
-    // 256 KiB at a time, hashed and written while it is in the cache: the bytes cross memory once
-    constexpr size_t kPiece = size_t{256} << 10;
-    for (size_t piece = 0; piece < bytes.size(); piece += kPiece) {
-      const size_t end = std::min(bytes.size(), piece + kPiece);
-      kept_.hash.add(bytes.data() + piece, end - piece);
-      for (size_t done = piece; done < end;) {
-        const ssize_t w = pwrite(kept_.file->fd(), bytes.data() + done, end - done, static_cast<off_t>(offset + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) kept_.file->fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no space"));
-        done += static_cast<size_t>(w);
-      }
-    }
-    recycle(std::move(bytes));
   });
+  for (uint64_t at = 0; at < length;) {  // the jobs run in order: the hash sees the bytes in file order
+    std::string bytes;
+    next(bytes);
+    QCONV_ASSERT(!bytes.empty() && bytes.size() <= length - at, "{}: tensor '{}': a piece of {} bytes at {} of {}",
+                 modelPath_, t.name(), bytes.size(), at, length);
+    const uint64_t where = offset + at;
+    at += bytes.size();
+    // a streamed tensor is made as fast as it is written: 4 MiB in flight, not the queue's 64.
+    // The buffer goes back to the spares on this thread, when the queue reaps the job.
+    auto piece = std::make_shared<std::string>(std::move(bytes));
+    keeping_->push(piece->size(), [this, piece, where] {
+      // 256 KiB at a time, hashed and written while it is in the cache: the bytes cross memory once
+      constexpr size_t kPiece = size_t{256} << 10;
+      const std::string& b = *piece;
+      for (size_t at = 0; at < b.size(); at += kPiece) {
+        const size_t end = std::min(b.size(), at + kPiece);
+        kept_.hash.add(b.data() + at, end - at);
+        for (size_t done = at; done < end;) {
+          const ssize_t w = pwrite(kept_.file->fd(), b.data() + done, end - done, static_cast<off_t>(where + done));
+          if (w < 0 && errno == EINTR) continue;
+          if (w <= 0) kept_.file->fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no space"));
+          done += static_cast<size_t>(w);
+        }
+      }
+    }, streamed ? kStreamedInFlight : 0, [this, piece] { recycle(std::move(*piece)); });
+  }
   return made;
 }
 
-namespace {
-// buffers held for reuse: a weight, its scales, and the next ones'; never more than kSpareBytes
-// in all, so that a model's largest tensors do not stay in memory twice over
-constexpr size_t kSpares = 4;
-constexpr size_t kSpareBytes = size_t{96} << 20;
-}  // namespace
-
 std::string ExternalFiles::buffer(size_t n) {
+  if (keeping_) keeping_->collect();  // the buffers of the writes done go back to the spares
   std::string out;
   {
     std::lock_guard<std::mutex> lock(sparesMutex_);

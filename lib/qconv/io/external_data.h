@@ -101,6 +101,7 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   /// The bytes are written and hashed on a thread of their own (WriteQueue, up to 64 MiB in
   /// flight) while the caller goes on; read, range and kept() wait for them.
   ir::FileBytes keep(onnx::TensorProto& t, std::string bytes) override;
+  ir::FileBytes keepPieces(onnx::TensorProto& t, uint64_t length, const std::function<void(std::string&)>& next) override;
 
   std::string buffer(size_t n) override;
   void recycle(std::string bytes) override;
@@ -143,6 +144,9 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   std::unique_ptr<WriteQueue> keeping_;  // keep()'s writes
   std::mutex sparesMutex_;               // keep()'s writes recycle on their own thread
   std::vector<std::string> spares_;      // buffer()'s, at most kSpares
+  /// keep and keepPieces: the bytes `next` gives, written on the keeper's thread (`streamed`:
+  /// at most 4 MiB of them in flight, else the queue's 64 MiB).
+  ir::FileBytes keepIn(onnx::TensorProto& t, uint64_t length, const std::function<void(std::string&)>& next, bool streamed);
   std::string keptOutput_;  // keepBeside's
   std::shared_ptr<const Folder> keptFolder_;  // its folder, as the write plan opened it (or null)
   std::map<std::string, int> fds_;  // location -> fd

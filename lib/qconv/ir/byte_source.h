@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace onnx {
@@ -40,6 +41,10 @@ class ByteKeeper {
   /// may still be on their way out when this returns (a pass goes on repacking the next
   /// tensor meanwhile); reading them through the ByteSource waits for them.
   virtual FileBytes keep(onnx::TensorProto& t, std::string bytes) = 0;
+  /// keep() for a tensor of `length` bytes made in pieces, so that it is never whole in
+  /// memory: `next` fills the string it is given with the next piece (any size above 0; in
+  /// all, `length` bytes), and is called until they are all given.
+  virtual FileBytes keepPieces(onnx::TensorProto& t, uint64_t length, const std::function<void(std::string&)>& next) = 0;
   /// `n` bytes of any value, in memory the keeper recycles (what keep() wrote, what recycle()
   /// gave back): repacking an LLM's weights one after another then maps no new pages for each.
   virtual std::string buffer(size_t n) = 0;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 
 #include "qconv/analysis/annotation.h"
@@ -35,6 +36,19 @@ std::vector<std::string> pipelineFor(Format format) {
 }
 
 namespace {
+
+/// --inline-data: refused before any pass when the tensors the graph reads pass protobuf's 2 GB
+/// limit already (their sizes follow from their dims), instead of after the work, at the write.
+void refuseInlineOver2GB(const ir::Model& model, const std::string& input) {
+  uint64_t bytes = 0;
+  for (const ir::Value* v : model.graph.initializers())
+    if (!v->uses().empty() || v->isGraphOutput()) bytes += ir::dataBytes(*v->initializer()).value_or(0);
+  if (bytes > static_cast<uint64_t>(INT_MAX))
+    throw Error(ExitCode::Unsupported,
+                fmt::format("{}: --inline-data: the tensors the graph reads hold {} bytes, over protobuf's 2 GB limit; "
+                            "keep its external data (drop --inline-data)", input, bytes));
+}
+
 
 std::string summary(const PassContext& ctx) {
   std::string s;
@@ -238,6 +252,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   // the output has external data when the input has: what the passes make then goes straight
   // beside the output, where the writer takes it as the data file (io::KeptFile)
   const bool external_data = files && !files->identities().empty() && !options.inline_data;
+  if (options.inline_data) refuseInlineOver2GB(model, item.input);
   if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
   pm.run(model, ctx, options.dump ? &out : nullptr);

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,4 +43,18 @@ TEST_CASE("WriteQueue gives back the first error at the next push or wait, and r
   REQUIRE(said == "disk full");
   REQUIRE(ran == 1);
   queue.wait();  // said once
+}
+
+TEST_CASE("wait waits for jobs that hold no bytes too") {
+  // keepPieces pushes a job of 0 bytes (the alignment's hash) before the pieces: wait() once
+  // returned while it was still queued, and a reader then met a file being written (issue 36)
+  qconv::io::WriteQueue q(1 << 20);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 50; ++i)
+    q.push(0, [&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      ++ran;
+    });
+  q.wait();
+  REQUIRE(ran == 50);
 }

@@ -23,6 +23,9 @@
 //      an entry.
 #include <fmt/format.h>
 
+#include <map>
+#include <tuple>
+
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/common/nbits_layout.h"
@@ -36,6 +39,10 @@ using onnx::TensorProto;
 
 struct FuseMatMulNBits {
   ir::ByteKeeper* keeper;  // where the repacked weights go (nbits::addMadeTensor)
+  // The operands each (x, scale, zero point, shape) became: MatMuls reading one weight (tied
+  // embedding and output weights) share one B, so the output is no bigger than the input.
+  using Key = std::tuple<const ir::Value*, const ir::Value*, const ir::Value*, int64_t, int64_t>;
+  std::map<Key, std::vector<ir::Value*>> repacked;
   struct Group {
     ir::Node* dq;
     ir::Node* matmul;
@@ -83,6 +90,21 @@ struct FuseMatMulNBits {
   }
 
   void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    std::vector<ir::Value*>& made = repacked[Key{g.dq->input(0), g.dq->input(1), g.dq->input(2), g.bits, g.block}];
+    if (made.empty()) made = repack(graph, g);
+    std::vector<ir::Value*> in{g.matmul->input(0)};
+    in.insert(in.end(), made.begin(), made.end());
+    ir::Node* fused = graph.createNode("MatMulNBits", "com.microsoft", in, 1, g.matmul);
+    setIntAttribute(*fused, "K", g.K);
+    setIntAttribute(*fused, "N", g.N);
+    setIntAttribute(*fused, "bits", g.bits);
+    setIntAttribute(*fused, "block_size", g.block);
+    ctx.count("MatMul fused to MatMulNBits");
+    replaceNode(graph, *g.matmul, fused);
+  }
+
+  /// MatMulNBits' B, scales and (when it needs them) zero points for the group's weight.
+  std::vector<ir::Value*> repack(ir::Graph& graph, const Group& g) {
     const uint64_t K = static_cast<uint64_t>(g.K), N = static_cast<uint64_t>(g.N), block = static_cast<uint64_t>(g.block);
     const uint64_t blocks = (K + block - 1) / block, bits = static_cast<uint64_t>(g.bits);
     const unsigned offset = g.is_signed ? 1u << (g.bits - 1) : 0u;  // signed: stored as q + 2^(bits-1)
@@ -127,7 +149,7 @@ struct FuseMatMulNBits {
     scales->set_data_type(scale->initializer()->data_type());
     scales->add_dims(g.N);
     scales->add_dims(static_cast<int64_t>(blocks));
-    std::vector<ir::Value*> in{g.matmul->input(0), nbits::addMadeTensor(graph, keeper, x->name() + "_nbits", std::move(bt), std::move(b)),
+    std::vector<ir::Value*> in{nbits::addMadeTensor(graph, keeper, x->name() + "_nbits", std::move(bt), std::move(b)),
                                nbits::addMadeTensor(graph, keeper, scale->name() + "_nbits", std::move(scales), std::move(st))};
     if (!zeros.empty() || !g.is_signed) {  // the default zero point is 2^(bits-1): a signed weight at 0
       // a row's slots past k_blocks hold the default, 2^(bits-1), as onnxruntime's quantizer writes them
@@ -142,13 +164,7 @@ struct FuseMatMulNBits {
       zt->add_dims(static_cast<int64_t>(row));
       in.push_back(nbits::addMadeTensor(graph, keeper, x->name() + "_nbits_zero_points", std::move(zt), std::move(zp)));
     }
-    ir::Node* fused = graph.createNode("MatMulNBits", "com.microsoft", in, 1, g.matmul);
-    setIntAttribute(*fused, "K", g.K);
-    setIntAttribute(*fused, "N", g.N);
-    setIntAttribute(*fused, "bits", g.bits);
-    setIntAttribute(*fused, "block_size", g.block);
-    ctx.count("MatMul fused to MatMulNBits");
-    replaceNode(graph, *g.matmul, fused);
+    return in;
   }
 };
 
@@ -156,7 +172,7 @@ struct FuseMatMulNBits {
 
 void fuseMatMulNBits(ir::Model& model, PassContext& ctx) {
   if (!ctx.options().contrib) return;
-  FuseMatMulNBits rule{model.byte_keeper.get()};
+  FuseMatMulNBits rule{model.byte_keeper.get(), {}};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <tuple>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
@@ -50,6 +51,11 @@ struct LowerMatMulNBits {
   int64_t opset;
   std::map<int64_t, std::string> blockers;  // opset needed -> the first node in the way ("" none)
   int64_t raise_to = 0;
+  // The weight each (B, scales, zero points, shape) became: nodes reading one weight (tied
+  // embedding and output weights) share one DequantizeLinear, so the output is no bigger than
+  // the input however many read it.
+  using Key = std::tuple<const ir::Value*, const ir::Value*, const ir::Value*, int64_t, int64_t, int64_t, int64_t>;
+  std::map<Key, ir::Value*> lowered;
 
   const std::string& blockerFor(int64_t needed) {
     auto [it, fresh] = blockers.emplace(needed, "");
@@ -102,6 +108,27 @@ struct LowerMatMulNBits {
   void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
     ir::Node& n = *g.node;
     const Shape& s = g.shape;
+    const Key key{n.input(1), n.input(2), n.input(3), s.K, s.N, s.bits, s.block};
+    ir::Value*& weight = lowered[key];
+    if (!weight) weight = dequantized(graph, n, s);
+    ir::Node* mm = graph.createNode("MatMul", "", {n.input(0), weight}, 1, &n);
+    ir::Node* last = mm;
+    if (ir::Value* bias = n.input(5)) {
+      mm->output(0)->setElemType(n.input(2)->initializer()->data_type());
+      last = graph.createNode("Add", "", {mm->output(0), bias}, 1, &n);
+      graph.setNameHint(mm, n.name() + "_matmul");
+    }
+    if (const int64_t level = n.attrInt("accuracy_level", 0))
+      ctx.report(Report::Done, n, fmt::format("accuracy_level {} not kept: onnxruntime's hint to compute with A at lower "
+                                              "precision (4: int8); the standard form computes in float",
+                                              level));
+    ctx.count("MatMulNBits lowered to DequantizeLinear(block_size) -> MatMul");
+    raise_to = std::max(raise_to, s.bits == 2 ? int64_t{25} : int64_t{21});
+    replaceNode(graph, n, last);
+  }
+
+  /// The blocked DequantizeLinear of n's weight, made before n: x, scale and zero point repacked.
+  ir::Value* dequantized(ir::Graph& graph, ir::Node& n, const Shape& s) {
     const uint64_t K = static_cast<uint64_t>(s.K), N = static_cast<uint64_t>(s.N), blocks = static_cast<uint64_t>(s.blocks);
     const uint64_t padded = blocks * static_cast<uint64_t>(s.block);
     const bool has_zp = n.input(3) != nullptr;
@@ -163,27 +190,14 @@ struct LowerMatMulNBits {
     setIntAttribute(*dq, "axis", 0);
     setIntAttribute(*dq, "block_size", s.block);
     dq->output(0)->setElemType(scales->initializer()->data_type());
-    ir::Node* mm = graph.createNode("MatMul", "", {n.input(0), dq->output(0)}, 1, &n);
-    ir::Node* last = mm;
-    if (ir::Value* bias = n.input(5)) {
-      mm->output(0)->setElemType(scales->initializer()->data_type());
-      last = graph.createNode("Add", "", {mm->output(0), bias}, 1, &n);
-      graph.setNameHint(mm, n.name() + "_matmul");
-    }
-    if (const int64_t level = n.attrInt("accuracy_level", 0))
-      ctx.report(Report::Done, n, fmt::format("accuracy_level {} not kept: onnxruntime's hint to compute with A at lower "
-                                              "precision (4: int8); the standard form computes in float",
-                                              level));
-    ctx.count("MatMulNBits lowered to DequantizeLinear(block_size) -> MatMul");
-    raise_to = std::max(raise_to, s.bits == 2 ? int64_t{25} : int64_t{21});
-    replaceNode(graph, n, last);
+    return dq->output(0);
   }
 };
 
 }  // namespace
 
 void lowerMatMulNBits(ir::Model& model, PassContext& ctx) {
-  LowerMatMulNBits rule{model, ir::defaultOpset(model), {}, 0};
+  LowerMatMulNBits rule{model, ir::defaultOpset(model), {}, 0, {}};
   applyRule(model.graph, ctx, rule);
   if (rule.raise_to > rule.opset) {
     declareOpset(model, rule.raise_to);

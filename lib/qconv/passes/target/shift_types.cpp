@@ -49,33 +49,51 @@ using onnx::TensorProto;
 /// Shifted copies of constants, made once per (constant, target type).
 class Shifted {
  public:
-  Shifted(ir::Graph& g, std::string path) : g_(g), path_(std::move(path)) {}
+  Shifted(ir::Graph& g, ir::ByteKeeper* keeper, std::string path) : g_(g), keeper_(keeper), path_(std::move(path)) {}
 
   /// `v`'s values plus delta, as `to`; v null: the scalar delta (an absent zero point, 0).
   /// Moving an 8-bit value by 128 to the other 8-bit type flips its top bit: the bytes are
-  /// streamed through once (ir::ByteStream), so a weight costs its own size, not 8 times it.
+  /// streamed through once (ir::ByteStream), 1 MiB at a time, and a weight of 1 MiB or more goes
+  /// to the keeper's file piece by piece (ir::ByteKeeper::keepPieces): never whole in memory.
   ir::Value* of(const ir::Value* v, int32_t to) {
     auto key = std::make_tuple(v, to);
     if (auto it = made_.find(key); it != made_.end()) return it->second;
     auto t = std::make_unique<onnx::TensorProto>();
     t->set_data_type(to);
-    std::string* raw = t->mutable_raw_data();
+    ir::Value* made = nullptr;
     if (!v) {
-      raw->assign(1, static_cast<char>(0x80));
+      t->mutable_raw_data()->assign(1, static_cast<char>(0x80));
+      made = g_.addInitializer("zero_point", std::move(t));
     } else {
       for (int64_t d : ir::dimsOf(*v->initializer())) t->add_dims(d);
       ir::ByteStream in(*v, buffer_);  // a file that cannot be read throws Error(BadInput): the input's fault
       if (!in.ok()) throw Error(ExitCode::BadInput, fmt::format("{}: {}: {}", path_, v->name(), in.why()));
-      raw->reserve(static_cast<size_t>(in.size()));
-      for (int64_t left = in.size(); left > 0;) {
-        const size_t n = static_cast<size_t>(std::min<int64_t>(left, int64_t{1} << 20));
-        const uint8_t* bytes = in.next(n);
+      constexpr int64_t kPiece = int64_t{1} << 20;
+      auto flipped = [&](std::string& out, int64_t n) {  // the next n bytes, top bit flipped
+        const uint8_t* bytes = in.next(static_cast<size_t>(n));
         QCONV_ASSERT(bytes, "{}: {}: {} bytes past the end of a {}-byte stream", path_, v->name(), n, in.size());
-        for (size_t i = 0; i < n; ++i) raw->push_back(static_cast<char>(bytes[i] ^ 0x80));
-        left -= static_cast<int64_t>(n);
+        const size_t at = out.size();
+        out.resize(at + static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) out[at + static_cast<size_t>(i)] = static_cast<char>(bytes[i] ^ 0x80);
+      };
+      if (keeper_ && in.size() >= kPiece) {
+        t->set_name(v->name());
+        int64_t left = in.size();
+        const ir::FileBytes kept = keeper_->keepPieces(*t, static_cast<uint64_t>(in.size()), [&](std::string& piece) {
+          piece = keeper_->buffer(0);
+          const int64_t n = std::min(left, kPiece);
+          flipped(piece, n);
+          left -= n;
+        });
+        made = g_.newValue(v->name(), to);
+        g_.setInitializer(made, std::move(t), kept);
+      } else {
+        std::string* raw = t->mutable_raw_data();
+        raw->reserve(static_cast<size_t>(in.size()));
+        for (int64_t left = in.size(); left > 0; left -= std::min(left, kPiece)) flipped(*raw, std::min(left, kPiece));
+        made = g_.addInitializer(v->name(), std::move(t));
       }
     }
-    ir::Value* made = g_.addInitializer(v ? v->name() : "zero_point", std::move(t));
     made_.emplace(key, made);
     return made;
   }
@@ -87,6 +105,7 @@ class Shifted {
 
  private:
   ir::Graph& g_;
+  ir::ByteKeeper* keeper_;  // the model's: where a large shifted weight goes, or null
   std::map<std::tuple<const ir::Value*, int32_t>, ir::Value*> made_;
   std::string path_;
   std::string buffer_;  // file bytes, for ir::ByteStream
@@ -204,7 +223,7 @@ void shiftTypes(ir::Model& model, PassContext& ctx) {
   const bool implied_activations = activation_to != ctx.options().activation_type;
   const bool implied_weights = weight_to != ctx.options().weight_type;
   if (!weight_to && !activation_to) return;
-  ShiftTypes rule{Shifted(model.graph, ctx.path()), weight_to, activation_to, implied_weights, implied_activations, {}};
+  ShiftTypes rule{Shifted(model.graph, model.byte_keeper.get(), ctx.path()), weight_to, activation_to, implied_weights, implied_activations, {}};
   applyRule(model.graph, ctx, rule);
 }
 
