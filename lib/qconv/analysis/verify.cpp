@@ -312,8 +312,9 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   for (const Said& s : ctx.said())
     if (s.kind == Report::Advisory)
       out.add("saturation", s.subject, "", s.text, options.target ? Severity::Warning : Severity::Note);
+
   ctx.setPass("check-target");
-  checkTarget(model, ctx);  // nothing without a target
+  checkTarget(model, ctx);  // what the runtime cannot run in the model as it is (nothing without a target)
   for (const Said& s : ctx.said())
     if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);
 

@@ -84,27 +84,6 @@ Description describe(const ir::Model& model) {
   return d;
 }
 
-/// The dry run: the pipeline of `format` over `model`, then its emit and check stages in memory,
-/// what it said in `report`: convert's verdict, short of writing.
-void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report) {
-  spdlog::logger quiet("inspect");  // no sink: what the passes say goes to the report only
-  PassContext ctx(quiet, passOptionsOf(options), model.path);
-  PassManager pm(pipelineFor(options.format));
-  try {
-    pm.run(model, ctx, nullptr);
-    io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
-    onnx::ModelProto emitted = pm.timeStage("emit", [&] { return io::exportModel(model, &fileBacked); });
-    const io::OpSchemas schemas;
-    pm.timeStage("check", [&] { checkEmitted(emitted, &fileBacked, model.path, schemas); });
-  } catch (...) {
-    const auto [code, what] = failureOf(model.path);
-    report.exit_code = code;
-    report.error = printable(what);
-  }
-  keepWhatWasSaid(ctx, report);
-  report.stages = pm.timings();
-}
-
 /// The nodes check-saturation advised about in the dry run (its Advisory lines).
 std::vector<const Said*> saturationRisks(const ItemReport& run) {
   std::vector<const Said*> risks;
@@ -193,6 +172,25 @@ void printText(std::ostream& out, const InspectCommand& c, const Description& d,
 }
 
 }  // namespace
+
+void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report) {
+  spdlog::logger quiet("inspect");  // no sink: what the passes say goes to the report only
+  PassContext ctx(quiet, passOptionsOf(options), model.path);
+  PassManager pm(pipelineFor(options.format));
+  try {
+    pm.run(model, ctx, nullptr);
+    io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
+    onnx::ModelProto emitted = pm.timeStage("emit", [&] { return io::exportModel(model, &fileBacked); });
+    const io::OpSchemas schemas;
+    pm.timeStage("check", [&] { checkEmitted(emitted, &fileBacked, model.path, schemas); });
+  } catch (...) {
+    const auto [code, what] = failureOf(model.path);
+    report.exit_code = code;
+    report.error = printable(what);
+  }
+  keepWhatWasSaid(ctx, report);
+  report.stages = pm.timings();
+}
 
 int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);

@@ -74,6 +74,11 @@ struct Item {
   std::shared_ptr<const io::Folder> folder = nullptr;
 };
 
+/// The dry run inspect and verify make: convert's pipeline for `options` over `model`, then its
+/// emit and check stages in memory; what the passes said, and convert's verdict, in `report`.
+/// Nothing is written.
+void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report);
+
 /// Convert item.input into item.output: diagnostics to `err`, what was done in `report`.
 /// Returns the exit code; never throws.
 int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,

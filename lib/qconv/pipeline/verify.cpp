@@ -43,6 +43,24 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
       throw Error(ExitCode::Usage, fmt::format("--target {}: no such target ('qconv targets' lists them)", command.target));
     held = analysis::contentsOf(model);  // what convert and inspect read, too
     findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric, target});
+    // With a target: what its runtime cannot run in the model as it is (verifyModel), and what
+    // convert --target refuses, from convert's own passes, so that the two cannot disagree.
+    if (target) {
+      ConvertOptions options;  // the target's own format, as convert --target alone writes
+      options.target = command.target;
+      options.format_given = false;
+      options = withTarget(options);
+      ir::Model again = io::importModel(io::openModel(command.model), command.model);
+      ItemReport run;
+      dryRun(again, options, run);
+      for (const Said& s : run.said) {
+        const bool known = std::any_of(findings.begin(), findings.end(), [&](const analysis::Finding& f) {
+          return f.kind == "target" && f.node == s.subject && f.message == s.text;
+        });
+        if (s.kind == Report::Unconvertible && !known)
+          findings.push_back({"target", s.subject, "", s.text, analysis::findKind("target")->severity});
+      }
+    }
     spdlog::logger quiet("verify");  // no sink: validate refuses by throwing, and says nothing else
     PassContext ctx(quiet, PassOptions{}, command.model);
     const PassInfo* validate = findPass("validate");

@@ -32,6 +32,10 @@ std::vector<TargetProfile> makeProfiles() {
   trt.nonzero_zero_point = no("TensorRT takes symmetric quantization only: every zero point must be 0");
   trt.uint8 = no("TensorRT quantizes to int8 (or float8/int4), never uint8");
   trt.int32_dequantize = no("TensorRT dequantizes int8 (float8, int4) only: a bias is given in float");
+  trt.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT32, 17 /* FLOAT8E4M3FN */,
+                     22 /* INT4 */};
+  trt.types_why = "TensorRT 10 quantizes to int8 and float8 e4m3fn, and dequantizes int4 weights, only";
+  trt.weight_only_types = {22 /* INT4 */};
   trt.opset_min = 13;  // per-axis QuantizeLinear/DequantizeLinear
   all.push_back(trt);
 
@@ -90,6 +94,8 @@ std::vector<TargetProfile> makeProfiles() {
   aidge.weight_type = onnx::TensorProto::INT8;
   aidge.move_on = kInt8;
   aidge.move_why = "Aidge 0.10.1 has no uint8 MaxPool kernel ('missing or invalid registrar key [uint8 ...]')";
+  aidge.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT32};
+  aidge.types_why = "Aidge 0.10.1 runs 8-bit quantization (and int32 biases) only";
   all.push_back(aidge);
 
   return all;

@@ -48,6 +48,13 @@ struct TargetProfile {
   Limit nonzero_zero_point;     // a zero point other than 0
   Limit uint8;                  // uint8 Q/DQ at all
   Limit int32_dequantize;       // DequantizeLinear of int32 (a bias): else given in float, exactly
+  /// The element types its QuantizeLinear/DequantizeLinear take (onnx::TensorProto numbers; uint8
+  /// and int32 as the two limits above say); empty: every type ONNX allows. Another type is
+  /// refused with `types_why`.
+  std::vector<int32_t> quant_types;
+  std::string_view types_why;
+  /// Of those, the types it takes for weights only: a DequantizeLinear of a constant.
+  std::vector<int32_t> weight_only_types;
 
   // ---- the rest
   int64_t opset_min = 1;        // the default-domain opsets it reads

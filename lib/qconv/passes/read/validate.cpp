@@ -8,10 +8,14 @@
 //      will see after fold-constants),
 //      a zero point of a quantized type with as many values as the scale (0 for int32), and a
 //      per-axis scale of rank 1 whose length and axis fit the input's shape where it is known.
+//   3. (per model) each opset_import domain once ("" and "ai.onnx" being one): a second entry
+//      for a domain leaves which version the model means unknown.
+// A scale of a type the operators do not take (double) is bad input too (2).
 // The ONNX checker runs on the output; on the input only when the output fails it (run.cpp).
 #include <fmt/format.h>
 
 #include <functional>
+#include <map>
 
 #include <cmath>
 #include <limits>
@@ -64,6 +68,13 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
     std::string why;
     if (auto t = eval::constantNodeValue(*scale->producer(), &why); t && t->isFloat()) checkScaleValues(t->f, bad);
     return;
+  }
+  if (scale && scale->isConstant()) {  // the types the operators' definitions allow a scale (opsets 10 to 25)
+    const int32_t st = scale->initializer()->data_type();
+    if (st != onnx::TensorProto::FLOAT && st != onnx::TensorProto::FLOAT16 && st != onnx::TensorProto::BFLOAT16 &&
+        st != 24 /* FLOAT8E8M0 */)
+      throw bad(ExitCode::BadInput, fmt::format("scale of type {} is not one {} takes (float, float16, bfloat16, float8e8m0)",
+                                                ir::typeName(st), n.opType()));
   }
   if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
   std::string why;
@@ -139,6 +150,14 @@ void validate(ir::Model& model, PassContext& ctx) {
     throw Error(ExitCode::Unsupported, fmt::format("{}: the model's IR version is {}; the ONNX {} qconv is built on knows IR "
                                                    "versions up to {}", ctx.path(), model.shell.ir_version(),
                                                    QCONV_ONNX_VERSION, static_cast<int>(onnx::IR_VERSION)));
+  std::map<std::string, int64_t> imported;  // (3) each domain once: which version would a reader take?
+  for (const auto& op : model.shell.opset_import()) {
+    const std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    auto [it, fresh] = imported.emplace(domain, op.version());
+    if (!fresh)
+      throw Error(ExitCode::BadInput, fmt::format("{}: opset_import declares domain '{}' twice (versions {} and {})", ctx.path(),
+                                                  domain.empty() ? "ai.onnx" : domain, it->second, op.version()));
+  }
   const int64_t opset = ir::defaultOpset(model);
   if (opset > newestKnownOpset())
     throw Error(ExitCode::Unsupported, fmt::format("{}: the model declares ai.onnx opset {}; qconv knows operators up to opset {}",

@@ -22,8 +22,13 @@
 //   7. move_on:            it is a data-movement op (common/quant_slots.h: MaxPool, Reshape, ...)
 //                          whose input 0 is an 8-bit tensor of a type the target moves no data
 //                          on (MaxPool on uint8 for IREE).
+//   8. quant_types:        it is a QuantizeLinear/DequantizeLinear of a type the runtime does not
+//                          quantize to (int16 or float8 for Aidge; uint16 or int2 for TensorRT),
+//                          or one it takes for weights only, elsewhere (int4 activations for TensorRT).
 // Without --target nothing is checked.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/quant_slots.h"
@@ -53,6 +58,7 @@ bool zeroPointIsZero(const ir::Value* zp, std::string* what) {
     *what = "its zero point is not a constant";
     return false;
   }
+  if (ir::isFloatQuantType(zp->initializer()->data_type())) return true;  // float8/float4: 0 by the operator's definition
   std::string why;
   auto z = ir::readInts(*zp, &why);
   if (!z) {
@@ -89,10 +95,16 @@ struct CheckTarget {
       std::string what;
       if (!t.nonzero_zero_point.allowed && !zeroPointIsZero(n.input(2), &what)) return no(t.nonzero_zero_point, what);  // (5)
       const ir::Value* q = isQuantize(n) ? n.output(0) : n.input(0);
-      const int32_t type = q ? typeOf(q) : 0;
+      int32_t type = q ? typeOf(q) : 0;
+      if (!type && n.input(2)) type = typeOf(n.input(2));  // the zero point's: the quantized type
       if (!t.uint8.allowed && type == onnx::TensorProto::UINT8) return no(t.uint8, "it is uint8");  // (6)
       if (!t.int32_dequantize.allowed && isDequantize(n) && type == onnx::TensorProto::INT32)
         return no(t.int32_dequantize, "it is int32");
+      auto listed = [type](const std::vector<int32_t>& types) { return std::find(types.begin(), types.end(), type) != types.end(); };
+      if (type && !t.quant_types.empty() && !listed(t.quant_types))
+        return no(Limit{false, t.types_why}, fmt::format("it is {}", ir::typeName(type)));  // (8)
+      if (listed(t.weight_only_types) && !(isDequantize(n) && n.input(0) && n.input(0)->isConstant()))
+        return no(Limit{false, t.types_why}, fmt::format("it is {}, not a weight", ir::typeName(type)));
       return M::none();
     }
     if (n.is("QLinearConv") && severalValues(n.input(4)) && !t.conv_per_channel.allowed) return no(t.conv_per_channel);  // (4)

@@ -19,6 +19,10 @@
 //   2. no subgraph reads any of them;
 //   3. every zero point of the quantized-data slots that read or write them (quant_slots.h) is
 //      a constant, or absent (0).
+//   4. (--target whose runtime takes zero points 0 only, without --approximate) no zero point of
+//      the group would be other than 0 once moved: else the group is unconvertible, the reason
+//      quoting the model's own zero point and the one the shift would make (TensorRT's uint8 at
+//      0 is int8 at -128).
 // A constant that is also a zero point moves as a zero point only with the data it describes: its
 // data uses and its zero point uses may belong to different groups, one moving and one not.
 // What has no zero point to move keeps its type: a graph input, or a tensor written by another
@@ -183,7 +187,27 @@ struct ShiftTypes {
   Shifted shifted;
   int32_t weight_to, activation_to;
   bool implied_weights, implied_activations;
+  const TargetProfile& target;
+  bool approximate;
   std::set<const ir::Value*> seen;
+
+  /// (5) The zero point the shift would give, where the target takes 0 only: a reason quoting
+  /// the model's own value, or empty. (--approximate: requantize-symmetric handles it after.)
+  std::string zeroPointAfterShift(const ShiftGroup& g, int32_t to, const ir::Node& at) const {
+    if (target.nonzero_zero_point.allowed || approximate) return {};
+    const int64_t delta = to == onnx::TensorProto::UINT8 ? 128 : -128;
+    for (auto [n, slot] : g.zero_points) {
+      const ir::Value* z = n->input(static_cast<size_t>(slot));
+      std::string why;
+      const auto values = z ? ir::readInts(*z, &why) : std::optional<std::vector<int64_t>>(std::vector<int64_t>{0});
+      if (!values) continue;  // the selector said why already
+      for (int64_t v : *values)
+        if (v + delta != 0)
+          return fmt::format("{}its zero point is {} on {}, which is {} stored as {}: {}", n == &at ? "" : n->label() + ": ", v,
+                             ir::typeName(g.type), v + delta, ir::typeName(to), target.nonzero_zero_point.why);
+    }
+    return {};
+  }
 
   bool root(const ir::Node& n) const { return !quantSlots(n).empty(); }
   std::string declined(const ir::Node&) const { return ""; }
@@ -199,6 +223,7 @@ struct ShiftTypes {
         return Match<Group>::refuseAbout(seed->name(), fmt::format("{} not stored as {}: {}", g.weight ? "weight" : "activation",
                                                                    ir::typeName(to), g.why),
                                          Report::Warning);
+      if (std::string why = zeroPointAfterShift(g, to, n); !why.empty()) return Match<Group>::unconvertible(why);
       return Group{std::move(g), to, &n, seed};
     }
     return Match<Group>::none();
@@ -223,7 +248,8 @@ void shiftTypes(ir::Model& model, PassContext& ctx) {
   const bool implied_activations = activation_to != ctx.options().activation_type;
   const bool implied_weights = weight_to != ctx.options().weight_type;
   if (!weight_to && !activation_to) return;
-  ShiftTypes rule{Shifted(model.graph, model.byte_keeper.get(), ctx.path()), weight_to, activation_to, implied_weights, implied_activations, {}};
+  ShiftTypes rule{Shifted(model.graph, model.byte_keeper.get(), ctx.path()), weight_to, activation_to, implied_weights,
+                  implied_activations, ctx.target(), ctx.options().approximate, {}};
   applyRule(model.graph, ctx, rule);
 }
 
