@@ -150,8 +150,8 @@ def main() -> None:
             r = subprocess.run([qconv, "convert", *flags, "--time-passes", ins[0], lone_out], capture_output=True,
                                text=True, check=True)
             for line in r.stderr.splitlines():
-                if line.startswith("qconv: time: "):
-                    name, ms = line[len("qconv: time: "):].rsplit(None, 2)[:2]
+                if line.startswith("qconv: info: ") and ": time: " in line:  # qconv: info: FILE: time: STAGE MS ms
+                    name, ms = line.split(": time: ", 1)[1].rsplit(None, 2)[:2]
                     stage_runs.setdefault(name.strip(), []).append(float(ms))
         stages = {k: statistics.median(v) for k, v in stage_runs.items()}
         io_stages = ["read", "import", "emit", "write", "check", "commit"]

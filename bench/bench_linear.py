@@ -88,8 +88,8 @@ def stage_times(qconv: str, src: str, out: str, flags: list[str]) -> dict[str, f
                        capture_output=True, text=True, check=True)
     times = {}
     for line in r.stderr.splitlines():
-        if line.startswith("qconv: time: "):
-            name, ms = line[len("qconv: time: "):].split()[:2]
+        if line.startswith("qconv: info: ") and ": time: " in line:  # qconv: info: FILE: time: STAGE MS ms
+            name, ms = line.split(": time: ", 1)[1].split()[:2]
             times[name] = float(ms)
     return times
 

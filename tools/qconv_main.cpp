@@ -15,13 +15,37 @@
 #include "qconv/io/model_io.h"
 #include "qconv/passes/pass.h"
 #include "qconv/pipeline/run.h"
+#include "qconv/targets/target.h"
 #include "qconv_version.h"
 #include "usage.h"
 
 namespace {
 
-int usageError(const std::string& what) {
+/// `qconv verify --json` or `qconv inspect --json`: which ("" for neither), and the model given
+/// (what a usage error's JSON object names). Read off argv, since a usage error may stop the parse.
+struct JsonAsked {
+  std::string command, model;
+};
+
+JsonAsked jsonAsked(int argc, char** argv) {
+  JsonAsked asked;
+  if (argc < 2 || (std::strcmp(argv[1], "verify") != 0 && std::strcmp(argv[1], "inspect") != 0)) return asked;
+  bool json = false;
+  for (int i = 2; i < argc && std::strcmp(argv[i], "--") != 0; ++i) json = json || std::strcmp(argv[i], "--json") == 0;
+  if (!json) return asked;
+  asked.command = argv[1];
+  for (int i = 2; i < argc; ++i)  // the first word that is no flag nor a flag's value
+    if (argv[i][0] != '-' && (std::strcmp(argv[i - 1], "--target") != 0 && std::strcmp(argv[i - 1], "--ignore") != 0 &&
+                              std::strcmp(argv[i - 1], "--fail-on") != 0 && std::strcmp(argv[i - 1], "--format") != 0)) {
+      asked.model = argv[i];
+      break;
+    }
+  return asked;
+}
+
+int usageError(const std::string& what, const JsonAsked& json = {}) {
   std::cerr << "qconv: error: " << qconv::printable(what) << "\n";
+  if (!json.command.empty()) std::cout << qconv::usageErrorJson(json.command, json.model, what) << std::flush;
   return static_cast<int>(qconv::ExitCode::Usage);
 }
 
@@ -47,6 +71,8 @@ int main(int argc, char** argv) {
                 << qconv::io::builtWith() << "\n";
       return 0;
     }
+  const JsonAsked json = jsonAsked(argc, argv);  // verify/inspect --json: a usage error is a JSON object too
+  auto usage = [&json](const std::string& what) { return usageError(what, json); };
   CLI::App app{"qconv: convert quantized ONNX models to standard QDQ or QOp ONNX, exactly", "qconv"};
   app.require_subcommand(0, 1);
   app.allow_extras();  // an unknown subcommand is named below, with the nearest one
@@ -169,7 +195,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return usageError(fmt::format("{} ('qconv help' lists the flags)", e.what()));
+    return usage(fmt::format("{} ('qconv help' lists the flags)", e.what()));
   }
   CLI::App* chosen = nullptr;
   for (CLI::App* sub : subcommands)
@@ -181,13 +207,18 @@ int main(int argc, char** argv) {
     if (!app.remaining().empty() && app.remaining().front().rfind('-', 0) != 0) {
       const std::string word = app.remaining().front();
       const std::string near = qconv::cli::nearest(word, names);
-      return usageError(fmt::format("unknown subcommand '{}'{}; qconv's are {}", word,
+      return usage(fmt::format("unknown subcommand '{}'{}; qconv's are {}", word,
                                     near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near), all));
     }
-    if (const std::string why = qconv::cli::unexpected(app); !why.empty()) return usageError(why);
-    return usageError(fmt::format("give a subcommand: {} ('qconv help' explains them)", all));
+    if (const std::string why = qconv::cli::unexpected(app); !why.empty()) return usage(why);
+    return usage(fmt::format("give a subcommand: {} ('qconv help' explains them)", all));
   }
-  if (const std::string why = qconv::cli::unexpected(*chosen); !why.empty()) return usageError(why);
+  if (const std::string why = qconv::cli::unexpected(*chosen); !why.empty()) return usage(why);
+  // --target '' names no runtime (not a missing --target: that is --format's business)
+  for (CLI::App* sub : {convert, verify_cmd, inspect_cmd})
+    if (sub->parsed() && sub->count("--target") && (sub == convert ? options.target : sub == verify_cmd ? verify.target
+                                                                                                        : inspect.target).empty())
+      return usage(fmt::format("--target '': no such target; qconv knows {} ('qconv targets')", qconv::targetNames()));
 
   if (help->parsed()) {
     if (topic.empty()) {  // app.help() would give the help of the subcommand parsed: help's
@@ -200,7 +231,7 @@ int main(int argc, char** argv) {
         return 0;
       }
     const std::string near = qconv::cli::nearest(topic, qconv::cli::subcommandsOf(app));
-    return usageError(fmt::format("qconv help {}: no such subcommand{}", topic,
+    return usage(fmt::format("qconv help {}: no such subcommand{}", topic,
                                   near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
   }
 
@@ -223,8 +254,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (inspect_cmd->parsed()) {
-    if (inspect.model.empty()) return usageError("qconv inspect: give the MODEL to describe");
-    if (const std::string why = dashPath("qconv inspect", inspect.model); !why.empty()) return usageError(why);
+    if (inspect.model.empty()) return usage("qconv inspect: give the MODEL to describe");
+    if (const std::string why = dashPath("qconv inspect", inspect.model); !why.empty()) return usage(why);
     inspect.format = inspect_format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
     inspect.format_given = inspect_cmd->count("--format") > 0;
     const int code = qconv::inspect(inspect, std::cout, std::cerr);
@@ -232,8 +263,8 @@ int main(int argc, char** argv) {
     return code;
   }
   if (verify_cmd->parsed()) {
-    if (verify.model.empty()) return usageError("qconv verify: give the MODEL to check");
-    if (const std::string why = dashPath("qconv verify", verify.model); !why.empty()) return usageError(why);
+    if (verify.model.empty()) return usage("qconv verify: give the MODEL to check");
+    if (const std::string why = dashPath("qconv verify", verify.model); !why.empty()) return usage(why);
     using qconv::analysis::Severity;
     verify.fail_on = fail_on == "note" ? Severity::Note : fail_on == "warning" ? Severity::Warning : Severity::Error;
     if (werror) verify.fail_on = std::min(verify.fail_on, Severity::Warning);  // the stricter of the two
@@ -243,19 +274,19 @@ int main(int argc, char** argv) {
     return code;
   }
   for (const std::string& f : files)
-    if (const std::string why = dashPath("qconv convert: a model path", f); !why.empty()) return usageError(why);
+    if (const std::string why = dashPath("qconv convert: a model path", f); !why.empty()) return usage(why);
   for (const std::string* f : {&options.out_dir, &options.report})
     if (const std::string why = dashPath(f == &options.report ? "--report" : "--out-dir", *f); !why.empty())
-      return usageError(why);
+      return usage(why);
   if (convert->count("--jobs") && options.out_dir.empty())
-    return usageError("-j/--jobs converts a batch's models at once: it goes with --out-dir DIR IN...");
+    return usage("-j/--jobs converts a batch's models at once: it goes with --out-dir DIR IN...");
   if (!options.out_dir.empty()) {
     options.inputs = files;
   } else if (files.size() == 2) {
     options.input = files[0];
     options.output = files[1];
   } else {
-    return usageError(fmt::format("qconv convert takes IN OUT, or --out-dir DIR IN... (it was given {} path{}; "
+    return usage(fmt::format("qconv convert takes IN OUT, or --out-dir DIR IN... (it was given {} path{}; "
                                   "'qconv help convert')",
                                   files.size(), files.size() == 1 ? "" : "s"));
   }

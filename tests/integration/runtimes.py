@@ -40,13 +40,17 @@ def run_onnxruntime(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
         raise Refused(_line(e)) from None
 
 
-def run_openvino(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+def run_openvino(path: str, xs: list[np.ndarray], f32: bool = False) -> list[np.ndarray]:
+    """`f32`: INFERENCE_PRECISION_HINT f32, where the CPU plugin would compute float ops in bf16
+    (its default on CPUs with avx512_bf16; docs/targets.md): for a test whose float ops must not
+    depend on the host."""
     import openvino as ov
     try:
         core = ov.Core()
         # works around a code-generation failure of some MLPs ("Can't allocate registers for a
         # snippet"), which hits the QDQ input too (runtimes.md)
-        compiled = core.compile_model(core.read_model(path), "CPU", {"SNIPPETS_MODE": "DISABLE"})
+        config = {"SNIPPETS_MODE": "DISABLE", **({"INFERENCE_PRECISION_HINT": "f32"} if f32 else {})}
+        compiled = core.compile_model(core.read_model(path), "CPU", config)
         return [np.asarray(compiled([x])[compiled.output(0)]) for x in xs]
     except Exception as e:  # noqa: BLE001
         raise Refused(_line(e)) from None

@@ -265,3 +265,58 @@ def test_no_standard_qdq_is_written_below_opset_10(fmt, tmp_path):
     out = onnx.load(dst)
     assert [(n.domain, n.op_type) for n in out.graph.node] == [("com.microsoft", "DequantizeLinear"), ("", "Relu")]
     onnx.checker.check_model(out)
+
+
+# ---- issue 36, item 6: messages say what is true ----
+
+def test_an_empty_target_is_named_as_such(tmp_path):
+    for args in (["convert", EXAMPLE, str(tmp_path / "o.onnx")], ["verify", EXAMPLE], ["inspect", EXAMPLE]):
+        r = run_qconv(*args, "--target", "")
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith("qconv: error: --target '': no such target; qconv knows onnxruntime, tensorrt,"), r.stderr
+        assert "give --format" not in r.stderr
+
+
+@pytest.mark.parametrize("args", [["verify", EXAMPLE, "--frob"], ["verify", EXAMPLE, "--ignore", "bogus"], ["verify"],
+                                  ["verify", EXAMPLE, EXAMPLE], ["inspect", EXAMPLE, "--frob"], ["inspect"],
+                                  ["verify", EXAMPLE, "--target", ""], ["verify", EXAMPLE, "--target", "bogus"]],
+                         ids=["verify-unknown-flag", "verify-ignore-bogus", "verify-no-model", "verify-two-models",
+                              "inspect-unknown-flag", "inspect-no-model", "verify-empty-target", "verify-unknown-target"])
+def test_json_usage_errors_are_one_object_too(args):
+    """--json printed nothing on stdout for some usage errors and an object for others (29f6ac7)."""
+    import json
+    r = run_qconv(*args, "--json")
+    assert r.returncode == 2, r.stderr
+    j = json.loads(r.stdout)
+    assert j[f"qconv_{args[0]}"] == 1 and j["exit_code"] == 2
+    assert j["error"] == r.stderr.strip().removeprefix("qconv: error: ")
+
+
+def per_channel_and_blocked(path) -> str:
+    """A per-channel weight DequantizeLinear and a blocked one (opset 21), each feeding a MatMul."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.integers(-100, 100, (4, 4)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.full(4, 0.02, np.float32), "ws"),
+             numpy_helper.from_array(rng.integers(-100, 100, (32, 4)).astype(np.int8), "b"),
+             numpy_helper.from_array(np.full((2, 4), 0.02, np.float32), "bs")]
+    nodes = [helper.make_node("DequantizeLinear", ["w", "ws"], ["wf"], "dq_channel", axis=1),
+             helper.make_node("MatMul", ["x", "wf"], ["h"], "mm1"),
+             helper.make_node("DequantizeLinear", ["b", "bs"], ["bf"], "dq_blocked", axis=0, block_size=16),
+             helper.make_node("MatMul", ["x32", "bf"], ["y"], "mm2")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+                                       helper.make_tensor_value_info("x32", TensorProto.FLOAT, [1, 32])],
+                          [helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 4]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), path)
+    return path
+
+
+def test_aidge_refusals_name_blocks_as_blocks_and_suggest_approximate_only_where_it_helps(tmp_path):
+    src = per_channel_and_blocked(str(tmp_path / "m.onnx"))
+    r = run_qconv("verify", src, "--target", "aidge")
+    assert "dq_blocked: error: target: not run by --target aidge: it dequantizes in blocks: Aidge" in r.stdout, r.stdout
+    assert "dq_channel: error: target: not run by --target aidge: it dequantizes per channel (--approximate requantizes" in r.stdout
+    r = run_qconv("convert", src, str(tmp_path / "o.onnx"), "--target", "aidge", "--approximate", "-v")
+    assert r.returncode == 4, r.stderr
+    assert "dq_blocked: not run by --target aidge: it dequantizes in blocks" in r.stderr, r.stderr
+    assert "--approximate requantizes" not in r.stderr  # it was given

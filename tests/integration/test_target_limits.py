@@ -96,3 +96,58 @@ def test_tensorrt_takes_int4_for_weights_only(tmp_path):
     assert r.returncode == 4
     assert "q_x: not run by --target tensorrt: it is int4, not a weight" in r.stderr
     assert "dq_w" not in r.stderr.split("(and")[0]  # the weight's DequantizeLinear is not what is refused
+
+
+# ---- foreign ops: kept where the runtime was measured to run them, each refusal the op's own ----
+
+def lstm_dynamic(folder) -> str:
+    """An LSTM quantized by onnxruntime's quantize_dynamic: com.microsoft DynamicQuantizeLSTM (as in
+    ddddocr's shipped OCR model)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    hid, inp = 16, 8
+    rng = np.random.default_rng(1)
+    inits = [nh.from_array(rng.normal(0, 0.3, (1, 4 * hid, inp)).astype(np.float32), "W"),
+             nh.from_array(rng.normal(0, 0.3, (1, 4 * hid, hid)).astype(np.float32), "R"),
+             nh.from_array(rng.normal(0, 0.1, (1, 8 * hid)).astype(np.float32), "B")]
+    g = h.make_graph([h.make_node("LSTM", ["x", "W", "R", "B"], ["y"], "lstm", hidden_size=hid)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [5, 1, inp])], [h.make_tensor_value_info("y", T.FLOAT, [5, 1, 1, hid])],
+                     inits)
+    src, dst = os.path.join(folder, "lstm.onnx"), os.path.join(folder, "lstm_q.onnx")
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=7), src)
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+    assert [n.op_type for n in onnx.load(dst).graph.node] == ["DynamicQuantizeLSTM"]
+    return dst
+
+
+def test_openvino_keeps_dynamic_quantize_lstm_which_it_runs(tmp_path):
+    """--target openvino refused ddddocr's DynamicQuantizeLSTM quoting QLinearAveragePool's reason,
+    while OpenVINO reads and runs it (29f6ac7). Measured here: within 0.3% of onnxruntime's output
+    (which quantizes the activations too)."""
+    import onnxruntime as ort
+    import runtimes
+    src = lstm_dynamic(str(tmp_path))
+    dst = str(tmp_path / "o.onnx")
+    r = run_qconv("convert", src, dst, "--target", "openvino")
+    assert r.returncode == 0, r.stderr
+    x = np.random.default_rng(2).normal(0, 1, (5, 1, 8)).astype(np.float32)
+    want = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = runtimes.run_openvino(dst, [x], f32=True)[0]  # bf16 on hosts with avx512_bf16 otherwise
+    assert float(np.abs(got - want).max()) <= 0.01 * float(np.abs(want).max())
+    assert verify_findings(src, "openvino")[1] == []
+    r = run_qconv("convert", src, str(tmp_path / "i.onnx"), "--target", "iree")
+    assert r.returncode == 4
+    assert "lstm_quant: not run by --target iree: IREE 3.13 (torch-mlir's importer) was not measured running com.microsoft " \
+           "DynamicQuantizeLSTM" in r.stderr, r.stderr
+
+
+def test_each_com_microsoft_refusal_quotes_its_own_op(tmp_path):
+    """The OpenVINO refusal of any com.microsoft op quoted QLinearAveragePool's reason (29f6ac7)."""
+    for op, said in (("QLinearAdd", "OpenVINO 2026.4's com.microsoft QLinearAdd wraps around instead of saturating"),
+                     ("QLinearSoftmax", "OpenVINO 2026.4 was not measured running com.microsoft QLinearSoftmax")):
+        node = h.make_node(op, ["a"], ["y"], "op", domain="com.microsoft")
+        g = h.make_graph([node], "g", [h.make_tensor_value_info("a", T.UINT8, [2])], [h.make_tensor_value_info("y", T.UINT8, [2])])
+        path = str(tmp_path / f"{op}.onnx")
+        onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13), h.make_opsetid("com.microsoft", 1)], ir_version=7), path)
+        code, findings = verify_findings(path, "openvino")
+        assert any(f["kind"] == "target" and f["node"] == "op" and said in f["message"] for f in findings), findings
+        assert "QLinearAveragePool" not in json.dumps(findings)

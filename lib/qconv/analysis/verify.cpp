@@ -10,6 +10,7 @@
 
 #include "qconv/analysis/annotation.h"
 #include "qconv/analysis/quant_sites.h"
+#include "qconv/passes/common/contrib_defs.h"
 #include "qconv/analysis/representation.h"
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
@@ -21,9 +22,9 @@ namespace qconv::analysis {
 const std::vector<FindingKind>& findingKinds() {
   static const std::vector<FindingKind> kinds = {
       {"scale-invalid", Severity::Error},   {"zero-point-range", Severity::Error}, {"per-axis", Severity::Error},
-      {"asymmetric", Severity::Error},      {"target", Severity::Error},           {"representation", Severity::Warning},
-      {"bias-scale", Severity::Warning},    {"bias-overflow", Severity::Warning},  {"saturation", Severity::Warning},
-      {"annotation", Severity::Warning},    {"no-quantization", Severity::Warning},
+      {"asymmetric", Severity::Error},      {"target", Severity::Error},           {"representation", Severity::Error},
+      {"op-invalid", Severity::Error},      {"bias-scale", Severity::Warning},     {"bias-overflow", Severity::Warning},
+      {"saturation", Severity::Warning},    {"annotation", Severity::Warning},     {"no-quantization", Severity::Warning},
   };
   return kinds;
 }
@@ -298,6 +299,7 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
       sites.push_back(std::move(s));
     }
     checkBias(*n, out);
+    if (std::string why = contribDefinitionProblem(*n); !why.empty()) out.add("op-invalid", n->label(), "", why);
   }
   for (const Disagreement& d : disagreements(model.graph, sites))
     out.add("representation", *d.second.node, d.second.tensor, d.message);

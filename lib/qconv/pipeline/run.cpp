@@ -109,9 +109,7 @@ ConvertOptions withTarget(ConvertOptions options) {
   }
   const TargetProfile* t = findTarget(options.target);
   if (!t) {
-    std::string names;
-    for (const auto& p : targetProfiles()) names += (names.empty() ? "" : ", ") + std::string(p.name);
-    throw Error(ExitCode::Usage, fmt::format("--target {}: no such target; qconv knows {}", options.target, names));
+    throw Error(ExitCode::Usage, fmt::format("--target {}: no such target; qconv knows {}", options.target, targetNames()));
   }
   if (!options.format_given) options.format = t->default_qop ? Format::Qop : Format::Qdq;
   const Limit& format = options.format == Format::Qop ? t->qop : t->qdq;
@@ -339,8 +337,7 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
     }
     if (options.time_passes)
       for (const auto& t : report.stages)
-        err.write(fmt::format("qconv: time: {}{:<20} {:9.2f} ms\n", item.batch ? printable(item.input) + ": " : "",
-                              t.name, t.milliseconds));
+        err.write(fmt::format("qconv: info: {}: time: {:<20} {:9.2f} ms\n", printable(item.input), t.name, t.milliseconds));
     return 0;
   } catch (...) {
     const auto [code, what] = failureOf(item.input);

@@ -78,6 +78,10 @@ struct VerifyCommand {
 /// be read, 2 for an unknown --ignore kind.
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err);
 
+/// The one JSON object `qconv verify --json` or `qconv inspect --json` (`command`) prints for a
+/// usage error, as for every other outcome: exit_code 2 and the error line (`model` empty: null).
+std::string usageErrorJson(const std::string& command, const std::string& model, const std::string& error);
+
 /// qconv inspect MODEL [--json] [--format qop|qdq]: what the model is and what convert would do.
 struct InspectCommand {
   std::string model;

@@ -22,6 +22,29 @@
 
 namespace qconv {
 
+std::string usageErrorJson(const std::string& command, const std::string& model, const std::string& error) {
+  nlohmann::ordered_json j;
+  const auto path = model.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model);
+  if (command == "inspect") {
+    j["qconv_inspect"] = 1;
+    j["model"] = path;
+    j["exit_code"] = static_cast<int>(ExitCode::Usage);
+    j["error"] = printable(error);
+    return jsonText(j);
+  }
+  j["qconv_verify"] = 1;
+  j["model"] = path;
+  j["target"] = nullptr;
+  j["exit_code"] = static_cast<int>(ExitCode::Usage);
+  j["error"] = printable(error);
+  j["dialects"] = nlohmann::ordered_json::array();
+  j["quantized_tensors"] = 0;
+  j["fail_on"] = "error";
+  j["ignored"] = 0;
+  j["findings"] = nlohmann::ordered_json::array();
+  return jsonText(j);
+}
+
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
   const auto log = stderrLogger(lines, command.verbosity);
@@ -29,7 +52,9 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     if (!analysis::findKind(kind)) {
       std::string kinds;
       for (const auto& k : analysis::findingKinds()) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", k.name);
-      log->error("--ignore {}: no such kind of finding; verify's kinds are {}", kind, kinds);
+      const std::string what = fmt::format("--ignore {}: no such kind of finding; verify's kinds are {}", kind, kinds);
+      log->error("{}", what);
+      if (command.json) out << usageErrorJson("verify", command.model, what);
       return static_cast<int>(ExitCode::Usage);
     }
   std::vector<analysis::Finding> findings;

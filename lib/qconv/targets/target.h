@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,13 @@ namespace qconv {
 struct Limit {
   bool allowed = true;
   std::string_view why;  // "IREE 3.13 computes a per-channel QLinearConv 198-255 steps off"
+};
+
+/// A com.microsoft op a runtime was measured with: `why` empty when it runs it (qconv keeps it in
+/// that target's output), else what it does with it (the message of its refusal).
+struct ContribOp {
+  std::string_view op;
+  std::string_view why;
 };
 
 /// 8-bit storage types, as a set.
@@ -33,7 +41,12 @@ struct TargetProfile {
   Limit qop;                   // QOperator ops at all (QLinearConv, QLinearMatMul)
   Limit qdq;                   // QuantizeLinear/DequantizeLinear pairs
   bool default_qop = false;    // what --target alone writes: --format qop, else qdq
-  Limit contrib;               // com.microsoft QLinear* ops (with --contrib)
+  Limit contrib;               // com.microsoft QLinear* ops (with --contrib); and any com.microsoft op not listed below
+  /// com.microsoft ops measured one by one: kept where `why` is empty, else refused with it.
+  std::vector<ContribOp> contrib_ops;
+  /// An unlisted com.microsoft op's refusal, when `contrib`'s does not hold for every op ({} is
+  /// the op); empty: contrib.why.
+  std::string_view unlisted_why;
 
   // ---- granularity each op may have
   Limit per_axis;              // QuantizeLinear/DequantizeLinear with one scale per channel
@@ -64,8 +77,13 @@ struct TargetProfile {
   std::string_view saturating_kernels;
 };
 
+/// The line of `t.contrib_ops` for `op`, or null.
+const ContribOp* findContribOp(const TargetProfile& t, std::string_view op);
+
 /// Every target, in the order 'qconv targets' lists them.
 const std::vector<TargetProfile>& targetProfiles();
+/// The targets' names, comma-separated, in that order: what a usage error lists.
+std::string targetNames();
 /// The target called `name`, or null.
 const TargetProfile* findTarget(std::string_view name);
 /// The profile without --target: every form allowed, the saturation advisory on.

@@ -11,6 +11,9 @@
 // table's shape, scales of its shape with ceil(D / block_size) along quantize_axis): they are
 // taken as they are, and the numbers are the same (dequantizing then gathering equals gathering
 // then dequantizing). A node is lowered when:
+//   0. it is what GatherBlockQuantized's definition demands (common/contrib_defs.h: block_size,
+//      the axes onnxruntime's kernel runs, scales and zero points of the shape the table and
+//      block_size give): else it stays, with a warning;
 //   1. data is a constant int4 or uint4 tensor (its `bits` 4); scales a constant float tensor;
 //      zero points absent (int4: 0; uint4: 8, onnxruntime's defaults, written out) or of data's type;
 //   2. the model's default opset can be raised to 21 (common/opset_history.h).
@@ -20,6 +23,7 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
+#include "qconv/passes/common/contrib_defs.h"
 #include "qconv/passes/common/opset_history.h"
 #include "qconv/passes/driver.h"
 
@@ -43,6 +47,9 @@ struct LowerGatherBlockQuantized {
 
   Match<Group> select(ir::Node& n) {
     using M = Match<Group>;
+    // (0) what the op's definition demands (common/contrib_defs.h): a malformed node stays, said at
+    // the default level, never lowered into standard ops that would be invalid in their turn
+    if (std::string why = gatherBlockQuantizedProblem(n); !why.empty()) return M::refuse(why, Report::Warning);
     const ir::Value *data = n.input(0), *scales = n.input(2), *zp = n.input(3);
     const int32_t t = data && data->isConstant() ? data->initializer()->data_type() : 0;
     if (t != TensorProto::INT4 && t != TensorProto::UINT4)  // (1)

@@ -8,7 +8,9 @@
 //   y = MatMul(A, W) [-> Add(bias)]
 // Both compute A x W with W[k, n] = (q - zero) * scale: agreement to float rounding.
 // A node is lowered when:
-//   1. bits is 2, 4 or 8, block_size > 0, K and N > 0;
+//   1. the node is what MatMulNBits' definition demands (common/contrib_defs.h: bits 2, 4 or 8,
+//      block_size a power of two of 16 or more, every input of the shape K and N give): else it
+//      stays, with a warning;
 //   2. B, scales and zero points are constants of the shapes the attributes give; zero points
 //      are packed uint8 (float zero points have no DequantizeLinear form);
 //   3. g_idx is absent or the identity order (k / block_size): act-order reorders K;
@@ -24,6 +26,7 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
+#include "qconv/passes/common/contrib_defs.h"
 #include "qconv/passes/common/nbits_layout.h"
 #include "qconv/passes/common/opset_history.h"
 #include "qconv/passes/driver.h"
@@ -68,9 +71,10 @@ struct LowerMatMulNBits {
 
   Match<Group> select(ir::Node& n) {
     using M = Match<Group>;
+    // (1) what the op's definition demands (common/contrib_defs.h): a malformed node stays, said at
+    // the default level, never lowered into standard ops that would be invalid in their turn
+    if (std::string why = matMulNBitsProblem(n); !why.empty()) return M::refuse(why, Report::Warning);
     Shape s{n.attrInt("K", 0), n.attrInt("N", 0), n.attrInt("bits", 4), n.attrInt("block_size", 0), 0};
-    if (s.bits != 2 && s.bits != 4 && s.bits != 8) return M::refuse(fmt::format("bits {}: qconv reads 2, 4 and 8", s.bits));  // (1)
-    if (s.block <= 0 || s.K <= 0 || s.N <= 0) return M::refuse("K, N and block_size must be positive");
     s.blocks = (s.K + s.block - 1) / s.block;
     const ir::Value *b = n.input(1), *scales = n.input(2), *zp = n.input(3), *g_idx = n.input(4);
     if (!b || !b->isConstant() || b->initializer()->data_type() != TensorProto::UINT8)  // (2)
@@ -118,6 +122,10 @@ struct LowerMatMulNBits {
       last = graph.createNode("Add", "", {mm->output(0), bias}, 1, &n);
       graph.setNameHint(mm, n.name() + "_matmul");
     }
+    if (n.input(3) && n.input(4))
+      ctx.report(Report::Warning, n, "g_idx and zero points: qconv takes the operator's definition, W = (q - zero) * scale "
+                                     "(g_idx the identity order); onnxruntime's CPU kernel ignores the zero points when g_idx "
+                                     "is given, so it computes this node differently from its standard form");
     if (const int64_t level = n.attrInt("accuracy_level", 0))
       ctx.report(Report::Done, n, fmt::format("accuracy_level {} not kept: onnxruntime's hint to compute with A at lower "
                                               "precision (4: int8); the standard form computes in float",

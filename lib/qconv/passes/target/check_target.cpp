@@ -11,8 +11,13 @@
 // A node is refused, under the limit named, when:
 //   1. qop:                it is a QOperator op (QLinearConv, QLinearMatMul, ConvInteger,
 //                          MatMulInteger) left in a --format qdq output;
-//   2. contrib:            it is in the com.microsoft domain;
-//   3. per_axis:           it is a QuantizeLinear/DequantizeLinear with more than one scale;
+//   2. contrib:            it is in the com.microsoft domain: refused with its own line of the
+//                          profile (contrib_ops: OpenVINO's QLinearAdd wraps around), kept where
+//                          that line says the runtime runs it (OpenVINO's MatMulNBits), and
+//                          refused under `contrib` (or unlisted_why) when unlisted;
+//   3. per_axis:           it is a QuantizeLinear/DequantizeLinear with more than one scale (per
+//                          channel, or in blocks: each named so; --approximate suggested only
+//                          where it was not given and would help);
 //   4. conv_per_channel:   it is a QLinearConv with more than one weight scale;
 //      matmul_per_column:  a QLinearMatMul with more than one b scale;
 //   5. nonzero_zero_point: it is a QuantizeLinear/DequantizeLinear with a zero point not 0, or
@@ -76,6 +81,7 @@ bool zeroPointIsZero(const ir::Value* zp, std::string* what) {
 struct CheckTarget {
   struct Group {};
   const TargetProfile& t;
+  bool approximate;  // --approximate was given: no refusal suggests it
 
   bool root(const ir::Node&) const { return true; }
   std::string declined(const ir::Node&) const { return fmt::format("not run by --target {}", t.name); }
@@ -86,12 +92,21 @@ struct CheckTarget {
       return M::unconvertible(what.empty() ? std::string(limit.why) : what + ": " + std::string(limit.why));
     };
     if (isQOperator(n) && !t.qop.allowed) return no(t.qop);  // (1)
-    if (n.domain() == "com.microsoft" && !t.contrib.allowed) return no(t.contrib, "com.microsoft " + n.opType());  // (2)
+    if (n.domain() == "com.microsoft") {  // (2) the op's own line of the profile, else the rule for the rest
+      if (const ContribOp* c = findContribOp(t, n.opType()))
+        return c->why.empty() ? M::none() : M::unconvertible(std::string(c->why));
+      if (!t.contrib.allowed)
+        return t.unlisted_why.empty() ? no(t.contrib, "com.microsoft " + n.opType())
+                                      : M::unconvertible(fmt::format(fmt::runtime(t.unlisted_why), n.opType()));
+    }
     if (isQuantize(n) || isDequantize(n)) {
-      if (severalValues(n.input(1)) && !t.per_axis.allowed)  // (3)
-        return no(t.per_axis, isDequantize(n) && n.input(0) && n.input(0)->isConstant()
-                                   ? "it dequantizes per channel (--approximate requantizes such a constant per tensor)"
-                                   : "it is per channel");
+      if (severalValues(n.input(1)) && !t.per_axis.allowed) {  // (3)
+        const bool blocked = n.attrInt("block_size", 0) != 0;
+        const bool constant = isDequantize(n) && n.input(0) && n.input(0)->isConstant();
+        std::string what = blocked ? "it dequantizes in blocks" : constant ? "it dequantizes per channel" : "it is per channel";
+        if (constant && !blocked && !approximate) what += " (--approximate requantizes such a constant per tensor)";
+        return no(t.per_axis, what);
+      }
       std::string what;
       if (!t.nonzero_zero_point.allowed && !zeroPointIsZero(n.input(2), &what)) return no(t.nonzero_zero_point, what);  // (5)
       const ir::Value* q = isQuantize(n) ? n.output(0) : n.input(0);
@@ -123,7 +138,7 @@ struct CheckTarget {
 
 void checkTarget(ir::Model& model, PassContext& ctx) {
   if (!ctx.options().target) return;
-  CheckTarget rule{*ctx.options().target};
+  CheckTarget rule{*ctx.options().target, ctx.options().approximate};
   applyRule(model.graph, ctx, rule);
 }
 
