@@ -272,3 +272,36 @@ def test_the_chain_starts_at_any_quantizer(where, tmp_path):
     n, total = differing(want, got)
     assert n <= max(1, total // 100), f"{n} of {total} differ"
     ort_agrees(dst, xs, 1.0, got)
+
+
+def test_layers_quantized_to_either_8_bit_type_all_fuse(tmp_path):
+    """Issue 36, item 7: the held-out form behind an input quantizer fused 3 of 4 convs; the last
+    stayed, its output int8 while its input was uint8 ("QLinearConv kernels take y of x's type").
+    Here the Relu layers clip to [0, 255] (uint8) and the others to [-128, 127] (int8), so every
+    conv's x and y differ in type: each y is stored in its x's type, zero points moved by 128 (the
+    same tensor), and all four fuse, within one step of the form."""
+    m = float_form(input_quantizer=True)
+    for t in m.graph.initializer:
+        if t.name in ("conv_a_hi", "conv_c_hi"):
+            t.CopyFrom(numpy_helper.from_array(np.float32(255), t.name))
+        if t.name in ("conv_a_m", "conv_c_m"):
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * np.float32(2), t.name))
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "qop.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qop", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "not fused" not in r.stderr, r.stderr
+    assert r.stderr.count("(its zero points moved by 128)") >= 2, r.stderr
+    counts = op_counts(dst)
+    assert counts.get("QLinearConv") == 4 and "Conv" not in counts, counts
+    onnx.checker.check_model(onnx.load(dst), full_check=True)
+    for n in onnx.load(dst).graph.node:  # each QLinearConv's y in its x's type
+        if n.op_type == "QLinearConv":
+            types = {t.name: t.data_type for t in onnx.load(dst).graph.initializer}
+            assert types[n.input[2]] == types[n.input[7]], n.name
+    xs = [x * np.float32(0.37) for x in integer_inputs(5, 3)]
+    want, got = reference.outputs(src, xs), reference.outputs(dst, xs)
+    assert max_abs_diff(want, got) <= 1.0
+    n, total = differing(want, got)
+    assert n <= max(1, total // 100), f"{n} of {total} differ"
+    ort_agrees(dst, xs, 1.0, got)

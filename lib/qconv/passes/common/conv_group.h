@@ -15,6 +15,9 @@ struct ConvGroup {
   ir::Value* bias = nullptr;  // float: a constant initializer or a DQ of a constant int32
   std::optional<ConstQuant> bias_params;  // the bias DQ's parameters, when it has one
   QuantizedOutput y;
+  /// y is of the other 8-bit type than x: the fusion stores it in x's type (zero points moved by
+  /// 128: the same tensor), its readers being DequantizeLinear nodes whose zero points move too.
+  bool y_moved = false;
 };
 
 /// Select the group around `conv`, or nullopt with the requirement that failed in *why.

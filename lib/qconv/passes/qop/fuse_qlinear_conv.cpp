@@ -23,7 +23,9 @@
 //   8. a Relu/Clip is absorbed only when the Q makes it redundant: Q(lo) == qmin and
 //      Q(hi) == qmax, so the fused op computes exactly what the unfused one did;
 //   9. y has x's type (onnxruntime has no QLinearConv kernel for int8 x with uint8 y, or the
-//      reverse, though the spec allows it);
+//      reverse, though the spec allows it), or every reader of y is a per-tensor
+//      DequantizeLinear: then y is stored in x's type, its zero point and its readers' moved by
+//      128 (the same tensor: q - z is unchanged), and fuses;
 //  10. the target (--target) runs a QLinearConv with per-channel weights, if they are
 //      (common/target_fit.h);
 //  11. the bias is finite and fits int32 at s_x * s_w[c] (with --raise-weight-scale: the weight
@@ -34,6 +36,10 @@
 // the other way where float16's precision (2^-11) cannot tell it from a tie: inside the one
 // step a QOp output promises. bfloat16 scales are refused: 8 bits round off near ties too.
 // DequantizeLinear nodes that others still read stay (a shared DQ is handled per consumer).
+#include <fmt/format.h>
+
+#include "qconv/diag.h"
+#include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/qop/conv_bias.h"
 #include "qconv/passes/common/conv_group.h"
@@ -74,6 +80,23 @@ struct FuseConv {
     return group;
   }
 
+  /// (9) y in x's type: the fused op's y zero point and each reader's moved by 128.
+  static void moveY(ir::Graph& graph, ir::Node& fused, const ConvGroup& g) {
+    const int32_t to = g.x.params.elem_type;
+    const int64_t delta = to == onnx::TensorProto::UINT8 ? 128 : -128;
+    graph.setInput(&fused, 7, graph.addInitializer("y_zero_point", ir::makeIntTensor(to, {}, {g.y.params.zero_point[0] + delta})));
+    ir::Value* y = g.y.q->output(0);
+    for (const ir::Use& u : std::vector<ir::Use>(y->uses())) {
+      std::string why;
+      const auto reader = readConstQuant(*u.node, &why);
+      QCONV_ASSERT(reader, "{}: its reader was checked: {}", g.conv->label(), why);
+      ir::Value* old = u.node->input(2);
+      graph.setInput(u.node, 2, graph.addInitializer("x_zero_point", ir::makeIntTensor(to, {}, {reader->zero_point[0] + delta})));
+      if (old) graph.pruneIfDead(old);
+    }
+    y->setElemType(to);
+  }
+
   /// The rewrite: kOperands, then input 8 B <- the bias plan (int32 at x_scale * w_scale);
   /// output 0 <- Q.output 0 (keeps its name and readers). With raised weight scales, inputs 3-5
   /// become the requantized weight, its scales and zero points 0 (conv_bias.h).
@@ -88,6 +111,7 @@ struct FuseConv {
     if (group.bias) graph.setInput(fused, 8, writeBias(graph, *fused, *group.bias, ctx));
 
     ir::Value* y = q->output(0);
+    if (g.y_moved) moveY(graph, *fused, g);
     graph.takeOutput(fused, 0, y);
     graph.destroyNode(q);
     if (g.y.activation) graph.destroyNode(g.y.activation);
@@ -95,6 +119,9 @@ struct FuseConv {
     graph.destroyNode(g.conv);
     for (ir::Value* v : inputs) graph.pruneIfDead(v);
     ctx.count("QLinearConv");
+    if (g.y_moved)
+      ctx.report(Report::Done, *fused, fmt::format("y stored as {} (its zero points moved by 128): the same tensor, in the type "
+                                                   "QLinearConv kernels take with x's", ir::typeName(g.x.params.elem_type)));
   }
 };
 

@@ -107,11 +107,26 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
   auto y = quantizedOutput(conv, true, why, true);
   if (!y) return std::nullopt;
   g.y = std::move(*y);
-  // (9) onnxruntime has QLinearConv kernels only for y of x's type
+  // (9) onnxruntime has QLinearConv kernels only for y of x's type: y of the other 8-bit type is
+  // the same tensor at zero point z -/+ 128 in x's, when every reader can take it so
   if (g.y.params.elem_type != g.x.params.elem_type) {
-    *why = fmt::format("x is {} but the output is {} (QLinearConv kernels take y of x's type)",
-                       ir::typeName(g.x.params.elem_type), ir::typeName(g.y.params.elem_type));
-    return std::nullopt;
+    const ir::Value* y = g.y.q->output(0);
+    std::string reader;
+    if (y->isGraphOutput()) reader = "it is a graph output";
+    else if (y->hasImplicitUses()) reader = "a subgraph reads it";
+    for (const ir::Use& u : y->uses()) {
+      if (!reader.empty()) break;
+      const ir::Node& r = *u.node;
+      std::string no;
+      const bool dq = r.is("DequantizeLinear") && u.index == 0 && readConstQuant(r, &no) && !readConstQuant(r, &no)->per_axis;
+      if (!dq) reader = fmt::format("{} reads it, not a per-tensor DequantizeLinear", r.label());
+    }
+    if (!reader.empty()) {
+      *why = fmt::format("x is {} but the output is {}, and {} (QLinearConv kernels take y of x's type)",
+                         ir::typeName(g.x.params.elem_type), ir::typeName(g.y.params.elem_type), reader);
+      return std::nullopt;
+    }
+    g.y_moved = true;
   }
   return g;
 }

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "model_builder.h"
+#include "qconv/ir/tensor.h"
 
 using namespace qtest;
 
@@ -210,12 +211,35 @@ TEST_CASE("between two fused convs the Q -> DQ disappears; before an unfused rea
   REQUIRE(kept);
 }
 
-TEST_CASE("refusal: y of another type than x (no onnxruntime kernel)") {
+TEST_CASE("y of the other 8-bit type than x is stored in x's type, its zero points moved by 128") {
+  ConvSpec s;  // onnxruntime has no kernel for int8 x with uint8 y: y is the same tensor as int8 at z - 128
+  s.x_type = TensorProto::INT8;
+  s.x_zp = 3;
+  s.y_type = TensorProto::UINT8;
+  s.y_zp = 130;
+  auto r = fuse(convModel(s));
+  REQUIRE(r.refusals.empty());
+  auto* qc = only(r.model.graph, "QLinearConv");
+  std::string why;
+  REQUIRE(qconv::ir::readInts(*qc->input(7), &why) == std::vector<int64_t>{2});
+  REQUIRE(qc->input(7)->initializer()->data_type() == TensorProto::INT8);
+  REQUIRE(qc->output(0)->elemType() == TensorProto::INT8);
+  auto* dq = only(r.model.graph, "DequantizeLinear");  // y's reader reads it at the moved zero point
+  REQUIRE(dq->input(0) == qc->output(0));
+  REQUIRE(qconv::ir::readInts(*dq->input(2), &why) == std::vector<int64_t>{2});
+  REQUIRE(dq->input(2)->initializer()->data_type() == TensorProto::INT8);
+}
+
+TEST_CASE("refusal: y of another type than x, read by an op that is no DequantizeLinear") {
   ConvSpec s;
   s.x_type = TensorProto::INT8;
   s.y_type = TensorProto::UINT8;
-  REQUIRE(refusalOf(convModel(s)) ==
-          "conv_1: not fused: x is int8 but the output is uint8 (QLinearConv kernels take y of x's type)");
+  auto b = convModel(s);
+  b.node("Cast", {"y_q"}, {"y_cast"}, "cast_y");
+  b.output("y_cast", TensorProto::FLOAT);
+  REQUIRE(refusalOf(b) ==
+          "conv_1: not fused: x is int8 but the output is uint8, and cast_y reads it, not a per-tensor DequantizeLinear "
+          "(QLinearConv kernels take y of x's type)");
 }
 
 TEST_CASE("refusal: a Clip bound that is not constant") {
