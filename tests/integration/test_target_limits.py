@@ -151,3 +151,143 @@ def test_each_com_microsoft_refusal_quotes_its_own_op(tmp_path):
         code, findings = verify_findings(path, "openvino")
         assert any(f["kind"] == "target" and f["node"] == "op" and said in f["message"] for f in findings), findings
         assert "QLinearAveragePool" not in json.dumps(findings)
+
+
+# ---- item 10: the data-movement rule holds for every op qconv writes (Resize on 8-bit data) ----
+
+def upsampling(mode: str):
+    """Conv -> Relu -> Resize(x2, `mode`) -> Conv, as YOLOv8's neck and OCR detectors have it."""
+    import models
+    b = models._Builder(21)
+    x = b.conv("input", 3, 8)
+    scales = b.init("up_scales", np.array([1, 1, 2, 2], np.float32))
+    x = b.op("Resize", [x, "", scales], mode=mode)
+    x = b.conv(x, 8, 4, relu=False)
+    return b.model("upsampling", "input", [1, 3, 8, 8], x, [1, 4, 16, 16])
+
+
+def eight_bit_inputs_by_type(path) -> list[tuple[str, str, int]]:
+    """(node, op, 8-bit type) of each node that is no Q/DQ/QOp op and reads an 8-bit tensor."""
+    m = onnx.shape_inference.infer_shapes(onnx.load(path))
+    types = {v.name: v.type.tensor_type.elem_type for v in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)}
+    types.update({t.name: t.data_type for t in m.graph.initializer})
+    quant = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger"}
+    return [(n.name, n.op_type, types.get(n.input[0], 0)) for n in m.graph.node
+            if n.op_type not in quant and n.input and types.get(n.input[0], 0) in (T.UINT8, T.INT8)]
+
+
+@pytest.mark.parametrize("target", ["aidge", "iree"])
+def test_a_qop_resize_on_uint8_moves_with_its_group(tmp_path, target):
+    """QOp inputs with a Resize on uint8 kept it on uint8 inside a shift chain for --target aidge
+    and iree (DQ(int8, 1) -> Q(uint8, 128) -> Resize -> DQ(uint8)), against both profiles' data-
+    movement rule; Aidge 0.10.1 then failed ("missing or invalid registrar key [uint8 ...] for
+    Resize_Op"). A nearest Resize is data movement: it moves with its group, to int8; the output
+    holds the profile's rule, and runs in the runtime within a step of the reference."""
+    import models
+    import reference
+    import runtimes
+    from conftest import output_step
+    src = str(tmp_path / "qop.onnx")
+    models.quantize_qop(upsampling("nearest"), src, per_channel=False, activation="uint8", work_dir=str(tmp_path))
+    assert "Resize" in [n.op_type for n in onnx.load(src).graph.node]
+    dst = str(tmp_path / "out.onnx")
+    r = run_qconv("convert", src, dst, "--target", target)
+    assert r.returncode == 0, r.stderr
+    onnx.checker.check_model(dst, full_check=True)
+    readers = eight_bit_inputs_by_type(dst)
+    assert ("Resize" in {op for _, op, _ in readers}), readers
+    assert all(t == T.INT8 for _, _, t in readers), readers  # both profiles move data on int8 only
+    x = np.random.default_rng(5).normal(0, 1, (1, 3, 8, 8)).astype(np.float32)
+    want = reference.outputs(onnx.load(src), [x])[0]
+    got = (runtimes.run_aidge if target == "aidge" else runtimes.run_iree)(dst, [x])[0]
+    step = output_step(src)
+    assert float(np.abs(np.asarray(got).reshape(want.shape) - want).max()) <= 1.01 * step
+    assert verify_findings(dst, target)[1] == []  # qconv's own output verifies clean
+
+
+def test_a_linear_resize_on_8_bit_data_is_refused_where_the_runtime_lacks_its_type(tmp_path):
+    """A Resize that computes (linear) on uint8 integers is no data movement: for a target that
+    moves data on int8 only, it is refused naming the node, never written for a runtime that fails."""
+    import models
+    src = str(tmp_path / "qop.onnx")
+    models.quantize_qop(upsampling("linear"), src, per_channel=False, activation="uint8", work_dir=str(tmp_path))
+    if "Resize" not in [n.op_type for n in onnx.load(src).graph.node]:
+        pytest.skip("onnxruntime's quantizer left no Resize on the 8-bit tensor")
+    r = run_qconv("convert", src, str(tmp_path / "o.onnx"), "--target", "aidge")
+    assert r.returncode in (0, 4), r.stderr
+    if r.returncode == 0:
+        assert all(t == T.INT8 for _, _, t in eight_bit_inputs_by_type(str(tmp_path / "o.onnx")))
+    else:
+        assert "Resize on uint8" in r.stderr and "Aidge 0.10.1" in r.stderr, r.stderr
+
+
+def one_channel_conv(path, readers: int = 1) -> str:
+    """Q(x) -> DQ -> Conv(w per channel with one output channel: scale [1], axis 0) -> output, as
+    YOLOv8's DFL conv is quantized; with readers > 1, that many convs read the same DQ'd constant."""
+    rng = np.random.default_rng(8)
+    inits = [nh.from_array(np.float32(0.05), "xs"), nh.from_array(np.int8(0), "xz"),
+             nh.from_array(rng.integers(-100, 100, (1, 4, 1, 1)).astype(np.int8), "w"),
+             nh.from_array(np.array([0.02], np.float32), "ws"), nh.from_array(np.array([0], np.int8), "wz")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "xs", "xz"], ["q"], "q_x"), h.make_node("DequantizeLinear", ["q", "xs", "xz"], ["d"], "dq_x")]
+    outs = []
+    for i in range(readers):
+        nodes += [h.make_node("DequantizeLinear", ["w", "ws", "wz"], [f"wf{i}"], f"dq_w{i}", axis=0),
+                  h.make_node("Conv", ["d", f"wf{i}"], [f"y{i}"], f"dfl{i}")]
+        outs.append(h.make_tensor_value_info(f"y{i}", T.FLOAT, [1, 1, 4, 4]))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 4, 4, 4])], outs, inits)
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=7), path)
+    return path
+
+
+@pytest.mark.parametrize("approximate", [False, True], ids=["exact", "approximate"])
+def test_one_channel_is_per_tensor_for_aidge(tmp_path, approximate):
+    """--target aidge --approximate left a one-channel per-channel DequantizeLinear (scale [1],
+    axis 0: YOLOv8's DFL conv), which Aidge imports as a GenericOperator (29f6ac7). One channel is
+    per tensor in its numbers: its scale becomes a scalar, exactly, with or without the flag."""
+    import reference
+    import runtimes
+    src = one_channel_conv(str(tmp_path / "m.onnx"))
+    dst = str(tmp_path / "o.onnx")
+    r = run_qconv("convert", src, dst, "--target", "aidge", *(["--approximate"] if approximate else []))
+    assert r.returncode == 0, r.stderr
+    assert "approximation" not in r.stderr  # the same numbers
+    m = onnx.load(dst)
+    onnx.checker.check_model(m, full_check=True)
+    dims = {t.name: list(t.dims) for t in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear"):
+            assert dims.get(n.input[1], []) == [], (n.name, dims.get(n.input[1]))
+            assert "axis" not in [a.name for a in n.attribute]
+    x = np.random.default_rng(1).normal(0, 1, (1, 4, 4, 4)).astype(np.float32)
+    want = reference.outputs(onnx.load(src), [x])
+    np.testing.assert_array_equal(reference.outputs(m, [x])[0], want[0])
+    got = runtimes.run_aidge(dst, [x])[0]
+    np.testing.assert_allclose(np.asarray(got).reshape(want[0].shape), want[0], rtol=1e-5, atol=1e-5)
+    assert verify_findings(dst, "aidge")[1] == []
+
+
+def test_a_constant_read_by_many_dequantizers_is_requantized_once(tmp_path):
+    """Issue 36, items 3 and 10: a per-channel weight read by several DequantizeLinears with the same
+    parameters was refused for Aidge ('its constant has other readers'); they now share one
+    requantized constant, listed once."""
+    rng = np.random.default_rng(8)
+    path = one_channel_conv(str(tmp_path / "m.onnx"), readers=3)
+    m = onnx.load(path)  # two channels: a real requantization
+    for t in m.graph.initializer:
+        if t.name == "w":
+            t.CopyFrom(nh.from_array(rng.integers(-100, 100, (2, 4, 1, 1)).astype(np.int8), "w"))
+        if t.name == "ws":
+            t.CopyFrom(nh.from_array(np.array([0.02, 0.005], np.float32), "ws"))
+        if t.name == "wz":
+            t.CopyFrom(nh.from_array(np.array([0, 0], np.int8), "wz"))
+    for o in m.graph.output:
+        o.type.tensor_type.shape.dim[1].dim_value = 2
+    onnx.save(m, path)
+    dst = str(tmp_path / "o.onnx")
+    r = run_qconv("convert", path, dst, "--target", "aidge", "--approximate")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("requantized per tensor at scale") == 1, r.stderr
+    out = onnx.load(dst)
+    int8 = [t for t in out.graph.initializer if t.data_type == T.INT8 and list(t.dims) == [2, 4, 1, 1]]
+    assert len(int8) == 1  # one requantized constant, shared
+    onnx.checker.check_model(out, full_check=True)

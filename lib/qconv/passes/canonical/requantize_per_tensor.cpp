@@ -15,15 +15,23 @@
 //   1. --approximate is given, and the target (--target) runs no per-channel quantization;
 //   2. its input 0 is a constant int8, uint8 or int32 initializer, and its scale a constant
 //      float with more than one value (per axis), zero points constant (or absent);
-//   3. it is the only reader of that constant (another would keep the per-channel one).
+//   3. every reader of that constant is a DequantizeLinear with the same scale, zero point and
+//      axis (they share the one requantized constant; another reader would keep the per-channel one).
+// Exact, and without --approximate: a QuantizeLinear or DequantizeLinear whose scale is 1-D of
+// one element (one channel: YOLOv8's DFL conv) is per tensor in its numbers, but per axis to a
+// runtime reading the shape: its scale and zero point become scalars and its axis goes (the
+// rule ScalarizeOneChannel, for the same targets).
 // What the target cannot run and this pass does not change (a per-channel activation) is
 // refused by check-target.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <tuple>
 
+#include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/dequantized_constant.h"
 #include "qconv/passes/driver.h"
@@ -33,11 +41,69 @@ namespace qconv {
 
 namespace {
 
-/// A per-channel constant and its DequantizeLinear.
+/// Each constant requantized: what the other DequantizeLinears that read it take too.
+struct Made {
+  ir::Value *q, *scale, *zero_point;
+};
+
+/// A per-channel constant and its DequantizeLinear; `shared`: requantized already, for another.
 struct PerChannel {
   ir::Node* dq;
   DequantizedConstant k;
+  const Made* shared;
 };
+
+void dropAxis(ir::Node& n) {
+  auto* attrs = n.mutableProto().mutable_attribute();
+  attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "axis"; }), attrs->end());
+}
+
+/// A Q/DQ with a scale of one element in a 1-D tensor (one channel): its scale and zero point
+/// as scalars, the same numbers, and no axis. Exact.
+struct ScalarizeOneChannel {
+  struct Group {
+    ir::Node* n;
+  };
+  bool root(const ir::Node& n) const { return isQuantize(n) || isDequantize(n); }
+  std::string declined(const ir::Node&) const { return "not made per tensor"; }
+  Match<Group> select(ir::Node& n) {
+    const ir::Value *s = n.input(1), *z = n.input(2);
+    if (!s || !s->isConstant() || ir::dimsOf(*s->initializer()) != std::vector<int64_t>{1}) return Match<Group>::none();
+    if (n.attrInt("block_size", 0) != 0) return Match<Group>::none();
+    if (z && (!z->isConstant() || ir::dimsOf(*z->initializer()) != std::vector<int64_t>{1}))
+      return Match<Group>::refuse("its zero point is not a constant of one value");
+    if (!ir::storageProblem(*s).empty() || (z && !ir::storageProblem(*z).empty()))
+      return Match<Group>::refuse("its scale or zero point cannot be read");
+    return Group{&n};
+  }
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    ir::Node& n = *g.n;
+    for (size_t slot : {size_t{1}, size_t{2}}) {
+      ir::Value* v = n.input(slot);
+      if (!v) continue;
+      std::string why;
+      auto t = std::make_unique<onnx::TensorProto>(*v->initializer());
+      std::string bytes;
+      const bool read = ir::storageBytes(*v->initializer(), v->fileBytes(), bytes, &why);
+      QCONV_ASSERT(read, "{}: checked readable: {}", n.label(), why);
+      t->clear_dims();
+      t->clear_external_data();
+      t->set_data_location(onnx::TensorProto::DEFAULT);
+      t->clear_float_data();
+      t->clear_int32_data();
+      t->clear_double_data();
+      t->clear_int64_data();
+      t->clear_uint64_data();
+      t->set_raw_data(bytes);
+      graph.setInput(&n, slot, graph.addInitializer(v->name() + "_scalar", std::move(t)));
+      graph.pruneIfDead(v);
+    }
+    dropAxis(n);
+    ctx.report(Report::Done, n, fmt::format("one channel made per tensor for --target {} (the same numbers)", ctx.target().name));
+    ctx.count("one-channel scales made per tensor");
+  }
+};
+
 
 struct Requantized {
   float scale;
@@ -83,6 +149,16 @@ Requantized requantize(const DequantizedConstant& k) {
   return r;
 }
 
+/// `dq` reads `m` per tensor: inputs replaced, its axis attribute gone, the old inputs pruned.
+void setPerTensor(ir::Graph& graph, ir::Node& dq, const Made& m, const std::vector<ir::Value*>& old) {
+  graph.setInput(&dq, 0, m.q);
+  graph.setInput(&dq, 1, m.scale);
+  graph.setInput(&dq, 2, m.zero_point);
+  dropAxis(dq);
+  for (ir::Value* v : old)
+    if (v) graph.pruneIfDead(v);
+}
+
 struct RequantizePerTensor {
   using Group = PerChannel;
 
@@ -98,27 +174,35 @@ struct RequantizePerTensor {
     const int32_t type = in->initializer()->data_type();
     if (type != onnx::TensorProto::INT8 && type != onnx::TensorProto::UINT8 && type != onnx::TensorProto::INT32)
       return M::refuse(fmt::format("its input is {}, not int8, uint8 or int32", ir::typeName(type)));
-    if (in->uses().size() != 1) return M::refuse("its constant has other readers");  // (3)
+    for (const ir::Use& u : in->uses())  // (3)
+      if (u.node != &dq && !(isDequantize(*u.node) && u.index == 0 && u.node->input(1) == s && u.node->input(2) == dq.input(2) &&
+                             u.node->attrInt("axis", 1) == dq.attrInt("axis", 1)))
+        return M::refuse(fmt::format("its constant is also read by {}, with other parameters", u.node->label()));
+    if (auto it = made.find(in); it != made.end()) return PerChannel{&dq, {}, &it->second};  // requantized already
     std::string why;
     auto k = readDequantizedConstant(dq, &why);
     if (!k) return M::refuse(why);
-    return PerChannel{&dq, std::move(*k)};
+    return PerChannel{&dq, std::move(*k), nullptr};
   }
+
+  std::map<const ir::Value*, Made> made;  // each constant requantized, for its other readers (3)
 
   /// DQ input 0 <- q' (same dims and type), 1 <- s' (scalar float), 2 <- zp' (scalar, q's type);
   /// its axis attribute goes (per tensor).
   void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
-    const Requantized r = requantize(g.k);
     ir::Node& dq = *g.dq;
     std::vector<ir::Value*> old = dq.inputs();
+    if (g.shared) {  // another reader of the constant made it: the same values, listed once
+      setPerTensor(graph, dq, *g.shared, old);
+      return;
+    }
+    const Requantized r = requantize(g.k);
     const int32_t type = g.k.params.elem_type;
-    graph.setInput(&dq, 0, graph.addInitializer(old[0]->name() + "_per_tensor", ir::makeIntTensor(type, g.k.dims, r.q)));
-    graph.setInput(&dq, 1, graph.addInitializer(old[1]->name() + "_per_tensor", ir::makeFloatTensor({}, {r.scale})));
-    graph.setInput(&dq, 2, graph.addInitializer(dq.input(0)->name() + "_zero_point", ir::makeIntTensor(type, {}, {r.zero_point})));
-    auto* attrs = dq.mutableProto().mutable_attribute();
-    attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "axis"; }), attrs->end());
-    for (ir::Value* v : old)
-      if (v) graph.pruneIfDead(v);
+    const Made m{graph.addInitializer(old[0]->name() + "_per_tensor", ir::makeIntTensor(type, g.k.dims, r.q)),
+                 graph.addInitializer(old[1]->name() + "_per_tensor", ir::makeFloatTensor({}, {r.scale})),
+                 graph.addInitializer(old[0]->name() + "_zero_point", ir::makeIntTensor(type, {}, {r.zero_point}))};
+    made.emplace(old[0], m);
+    setPerTensor(graph, dq, m, old);
     const auto [smin, smax] = std::minmax_element(g.k.params.scale.begin(), g.k.params.scale.end());
     ctx.report(Report::Approximation, dq,
                fmt::format("{} per-channel scales ({:.6g} to {:.6g}) requantized per tensor at scale {:.6g}, zero point "
@@ -131,7 +215,10 @@ struct RequantizePerTensor {
 }  // namespace
 
 void requantizePerTensor(ir::Model& model, PassContext& ctx) {
-  if (!ctx.options().approximate || ctx.target().per_axis.allowed) return;  // (1)
+  if (ctx.target().per_axis.allowed) return;
+  ScalarizeOneChannel one;  // exact: no flag needed
+  applyRule(model.graph, ctx, one);
+  if (!ctx.options().approximate) return;  // (1)
   RequantizePerTensor rule;
   applyRule(model.graph, ctx, rule);
 }

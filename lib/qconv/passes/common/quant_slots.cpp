@@ -27,7 +27,15 @@ bool movesData(const ir::Node& n) {
                                      "Tile",     "Expand",   "DepthToSpace", "SpaceToDepth", "MaxPool"};
   for (const char* op : kOps)
     if (n.opType() == op) return true;
+  if (n.opType() == "Resize") {  // nearest: every output is a copy of an input (issue 36: YOLOv8's upsampling)
+    const auto* mode = n.attribute("mode");
+    return !mode || mode->s() == "nearest";
+  }
   return false;
+}
+
+bool computesOnData(const ir::Node& n) {
+  return movesData(n) || (n.domain().empty() && (n.opType() == "Resize" || n.opType() == "Pad" || n.opType() == "Upsample"));
 }
 
 std::vector<int> dataInputs(const ir::Node& n) {

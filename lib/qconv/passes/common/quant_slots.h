@@ -30,8 +30,13 @@ bool isZeroPointInput(const ir::Node& n, int index);
 
 /// Ops that only move, select, copy or take the max of their data elements (Reshape, Flatten,
 /// Transpose, Squeeze, Unsqueeze, Identity, Slice, Gather, Split, Concat, Tile, Expand,
-/// DepthToSpace, SpaceToDepth, MaxPool): the same on either 8-bit type after a shift by 128.
+/// DepthToSpace, SpaceToDepth, MaxPool, Resize in nearest mode): the same on either 8-bit type
+/// after a shift by 128.
 bool movesData(const ir::Node& n);
+/// movesData, or an op that computes new values from its 8-bit input's integers as they are
+/// (Resize in other modes, Pad, Upsample; a QOp model keeps them on the 8-bit tensor): an op
+/// whose 8-bit input's type a runtime must have a kernel for (check-target).
+bool computesOnData(const ir::Node& n);
 /// Their data inputs (Concat: all; else input 0) and data outputs (Split: all; else output 0).
 std::vector<int> dataInputs(const ir::Node& n);
 std::vector<int> dataOutputs(const ir::Node& n);

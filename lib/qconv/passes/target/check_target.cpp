@@ -24,9 +24,11 @@
 //                          not constant;
 //   6. uint8:              it is a QuantizeLinear/DequantizeLinear of a uint8 tensor;
 //      int32_dequantize:   of an int32 tensor (fold-dequantized-constants folds the constant ones);
-//   7. move_on:            it is a data-movement op (common/quant_slots.h: MaxPool, Reshape, ...)
-//                          whose input 0 is an 8-bit tensor of a type the target moves no data
-//                          on (MaxPool on uint8 for IREE).
+//   7. move_on:            it is a data-movement op (common/quant_slots.h: MaxPool, Reshape, a
+//                          nearest Resize, ...), or one computing on 8-bit integers as they are
+//                          (computesOnData: any Resize, Pad), whose input 0 is an 8-bit tensor of
+//                          a type the target moves no data on (MaxPool on uint8 for IREE, Resize
+//                          on uint8 for Aidge): the rule holds for every op qconv writes.
 //   8. quant_types:        it is a QuantizeLinear/DequantizeLinear of a type the runtime does not
 //                          quantize to (int16 or float8 for Aidge; uint16 or int2 for TensorRT),
 //                          or one it takes for weights only, elsewhere (int4 activations for TensorRT).
@@ -124,7 +126,7 @@ struct CheckTarget {
     }
     if (n.is("QLinearConv") && severalValues(n.input(4)) && !t.conv_per_channel.allowed) return no(t.conv_per_channel);  // (4)
     if (n.is("QLinearMatMul") && severalValues(n.input(4)) && !t.matmul_per_column.allowed) return no(t.matmul_per_column);
-    if (movesData(n) && n.input(0)) {  // (7)
+    if (computesOnData(n) && n.input(0)) {  // (7)
       const int32_t type = typeOf(n.input(0));
       const uint8_t bit = type == onnx::TensorProto::INT8 ? kInt8 : type == onnx::TensorProto::UINT8 ? kUint8 : 0;
       if (bit && !(t.move_on & bit)) return no(Limit{false, t.move_why}, fmt::format("{} on {}", n.opType(), ir::typeName(type)));
