@@ -9,7 +9,9 @@
 // symmetrically (s' = max|v| / the type's largest value, zp' = 0); otherwise over [min(v, 0),
 // max(v, 0)] (s' = range / (qmax - qmin), zp' placing 0 on an integer). q' = Q(v; s', zp').
 // An approximation: each is listed with its worst error in steps of the channel's own scale
-// (|v' - v| / s[c], largest over the tensor) and its new scale.
+// (|v' - v| / s[c], largest over the tensor) and its new scale. An int32 bias of a Conv or Gemm
+// is requantized at x_scale * w_scale' and zero point 0, w_scale' its weight's new scale: the
+// bias scale QLinearConv takes, so what this pass writes verifies clean.
 //
 // A DequantizeLinear is requantized when:
 //   1. --approximate is given, and the target (--target) runs no per-channel quantization;
@@ -27,6 +29,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <optional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -46,12 +50,33 @@ struct Made {
   ir::Value *q, *scale, *zero_point;
 };
 
-/// A per-channel constant and its DequantizeLinear; `shared`: requantized already, for another.
+/// A per-channel constant and its DequantizeLinear; `shared`: requantized already, for another;
+/// `bias_scale`: the scale a bias must have (biasScale).
 struct PerChannel {
   ir::Node* dq;
   DequantizedConstant k;
   const Made* shared;
+  std::optional<float> bias_scale;
 };
+
+/// The scale `dq`'s int32 constant must take as the bias of the one Conv or Gemm that reads it:
+/// x_scale * w_scale', w_scale' the scale its weight has once requantized per tensor (the
+/// float32 product, as QLinearConv's contract reads it); nullopt when it is no such bias.
+std::optional<float> biasScale(const ir::Node& dq, const std::function<std::optional<float>(const ir::Node&)>& weightScale) {
+  const ir::Value* v = dq.output(0);
+  if (!v || v->uses().size() != 1) return std::nullopt;
+  const ir::Node& op = *v->uses()[0].node;
+  if (v->uses()[0].index != 2 || !(op.is("Conv") || op.is("Gemm"))) return std::nullopt;
+  const ir::Node* xdq = op.input(0) ? op.input(0)->producer() : nullptr;
+  const ir::Node* wdq = op.input(1) ? op.input(1)->producer() : nullptr;
+  if (!xdq || !wdq || !isDequantize(*xdq) || !isDequantize(*wdq)) return std::nullopt;
+  std::string why;
+  const auto x = readConstQuant(*xdq, &why);
+  if (!x || x->per_axis) return std::nullopt;
+  const auto w = weightScale(*wdq);
+  if (!w) return std::nullopt;
+  return x->scale[0] * *w;
+}
 
 void dropAxis(ir::Node& n) {
   auto* attrs = n.mutableProto().mutable_attribute();
@@ -112,7 +137,9 @@ struct Requantized {
   double worst_steps;
 };
 
-Requantized requantize(const DequantizedConstant& k) {
+/// `scale`, when given: the bias of a Conv or Gemm, requantized at zero point 0 and at its
+/// x_scale * w_scale' (the weight's new scale), as QLinearConv takes a bias.
+Requantized requantize(const DequantizedConstant& k, std::optional<float> scale = std::nullopt) {
   auto value = [&](size_t i, size_t c) {  // DequantizeLinear, in float
     return static_cast<float>(k.q[i] - k.params.zero_point[c]) * k.params.scale[c];
   };
@@ -127,7 +154,10 @@ Requantized requantize(const DequantizedConstant& k) {
     lo = std::min(lo, v), hi = std::max(hi, v);
   });
   Requantized r{};
-  if (symmetric) {
+  if (scale) {
+    r.scale = *scale;
+    r.zero_point = 0;
+  } else if (symmetric) {
     const float top = type == onnx::TensorProto::UINT8 ? static_cast<float>(qmax) : static_cast<float>(std::min(qmax, -qmin));
     r.scale = std::max(hi, -lo) / top;
     r.zero_point = 0;
@@ -178,11 +208,25 @@ struct RequantizePerTensor {
       if (u.node != &dq && !(isDequantize(*u.node) && u.index == 0 && u.node->input(1) == s && u.node->input(2) == dq.input(2) &&
                              u.node->attrInt("axis", 1) == dq.attrInt("axis", 1)))
         return M::refuse(fmt::format("its constant is also read by {}, with other parameters", u.node->label()));
-    if (auto it = made.find(in); it != made.end()) return PerChannel{&dq, {}, &it->second};  // requantized already
+    if (auto it = made.find(in); it != made.end()) return PerChannel{&dq, {}, &it->second, std::nullopt};  // requantized already
     std::string why;
     auto k = readDequantizedConstant(dq, &why);
     if (!k) return M::refuse(why);
-    return PerChannel{&dq, std::move(*k), nullptr};
+    std::optional<float> bias;
+    if (type == onnx::TensorProto::INT32) bias = biasScale(dq, [](const ir::Node& w) { return weightScale(w); });
+    return PerChannel{&dq, std::move(*k), nullptr, bias};
+  }
+
+  /// The per-tensor scale the weight `wdq` dequantizes at after this pass: its own when per
+  /// tensor, else the one requantize() gives it (the same function, so the same number).
+  static std::optional<float> weightScale(const ir::Node& wdq) {
+    std::string why;
+    const auto p = readConstQuant(wdq, &why);
+    if (!p) return std::nullopt;
+    if (!p->per_axis) return p->scale[0];
+    const auto k = readDequantizedConstant(wdq, &why);
+    if (!k) return std::nullopt;
+    return requantize(*k).scale;
   }
 
   std::map<const ir::Value*, Made> made;  // each constant requantized, for its other readers (3)
@@ -196,7 +240,7 @@ struct RequantizePerTensor {
       setPerTensor(graph, dq, *g.shared, old);
       return;
     }
-    const Requantized r = requantize(g.k);
+    const Requantized r = requantize(g.k, g.bias_scale);
     const int32_t type = g.k.params.elem_type;
     const Made m{graph.addInitializer(old[0]->name() + "_per_tensor", ir::makeIntTensor(type, g.k.dims, r.q)),
                  graph.addInitializer(old[1]->name() + "_per_tensor", ir::makeFloatTensor({}, {r.scale})),
