@@ -316,3 +316,20 @@ def test_what_qconv_writes_verifies_clean(tmp_path, model, fmt, flags):
     v = run_qconv(*args)
     assert json.loads(v.stdout)["findings"] == [], v.stdout
     assert v.returncode == 0
+
+
+@pytest.mark.parametrize("target", ["tensorrt", "aidge"])
+def test_approximate_says_the_list_is_per_tensor_and_how_to_avoid_it(tmp_path, target):
+    """Issue 36, items 8 and 10: each listed tensor was within about a step while the output moved
+    12 to 74 steps; the run now says the list is per tensor and advises quantizing at the source."""
+    import models
+    src = str(tmp_path / "in.onnx")
+    models.quantize_qdq(models.small_cnn(), src, per_channel=True, activation="uint8", work_dir=str(tmp_path))
+    r = run_qconv("convert", src, str(tmp_path / "o.onnx"), "--target", target, "--approximate")
+    assert r.returncode == 0, r.stderr
+    advice = {"tensorrt": "requantized symmetrically: each is within the steps listed, of its own old scale, but the errors "
+                          "add up through the layers",
+              "aidge": "requantized per tensor: each is within the steps listed, of a channel's own scale, but the errors "
+                       "add up through the layers"}[target]
+    assert advice in r.stderr, r.stderr
+    assert ("ActivationSymmetric" if target == "tensorrt" else "per_channel=False") in r.stderr
