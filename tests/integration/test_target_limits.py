@@ -333,3 +333,31 @@ def test_approximate_says_the_list_is_per_tensor_and_how_to_avoid_it(tmp_path, t
                        "add up through the layers"}[target]
     assert advice in r.stderr, r.stderr
     assert ("ActivationSymmetric" if target == "tensorrt" else "per_channel=False") in r.stderr
+
+
+@pytest.mark.parametrize("flags", [["--target", "aidge"], ["--target", "iree"], ["--format", "qop", "--activation-type", "int8"],
+                                   ["--format", "qdq", "--activation-type", "int8"]], ids=["aidge", "iree", "qop-int8", "qdq-int8"])
+def test_a_converted_8_bit_input_and_output_keep_one_representation(tmp_path, flags):
+    """A uint8 graph input and output keep their type through exact converters, DQ -> Q. They read
+    at scale 1, a second representation of the tensor: verify, where representation is now an
+    error, refused qconv's own output. They read at the tensor's own scale now: bit-identical, and
+    clean."""
+    import reference
+    rng = np.random.default_rng(0)
+    inits = [nh.from_array(np.float32(0.05), "xs"), nh.from_array(np.uint8(128), "xz"),
+             nh.from_array(rng.integers(-100, 100, (4, 3, 1, 1)).astype(np.int8), "w"), nh.from_array(np.float32(0.01), "ws"),
+             nh.from_array(np.int8(0), "wz"), nh.from_array(np.float32(0.1), "ys"), nh.from_array(np.uint8(128), "yz")]
+    nodes = [h.make_node("DequantizeLinear", ["x", "xs", "xz"], ["d"], "dq_x"), h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], "dq_w"),
+             h.make_node("Conv", ["d", "wf"], ["c"], "conv"), h.make_node("QuantizeLinear", ["c", "ys", "yz"], ["y"], "q_y")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.UINT8, [1, 3, 4, 4])],
+                     [h.make_tensor_value_info("y", T.UINT8, [1, 4, 4, 4])], inits)
+    src, dst = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 13)], ir_version=7), src)
+    r = run_qconv("convert", src, dst, *flags)
+    assert r.returncode == 0, r.stderr
+    target = flags[1] if flags[0] == "--target" else None
+    v = run_qconv("verify", dst, "--json", "--ignore", "saturation", *(["--target", target] if target else []))
+    assert v.returncode == 0 and json.loads(v.stdout)["findings"] == [], v.stdout
+    x = rng.integers(0, 256, (1, 3, 4, 4)).astype(np.uint8)
+    a, b = reference.outputs(onnx.load(src), [x])[0], reference.outputs(onnx.load(dst), [x])[0]
+    assert a.dtype == b.dtype == np.uint8 and np.array_equal(a, b)

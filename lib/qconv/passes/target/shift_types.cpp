@@ -28,10 +28,13 @@
 // What has no zero point to move keeps its type: a graph input, or a tensor written by another
 // op, moves through DQ(1, 0) -> Q(1, +-128) right after it; a graph output, or a read by another
 // op (a Cast, a contrib op), gets the old type back through the reverse converter right before
-// it (integers in float: exact).
+// it. A converter reads and writes at the group's own scale and zero point (its representation,
+// so verify sees one per tensor), exact: ((q - z) * s) / s rounds back to q - z for 8-bit values
+// and a normal scale; scale 1 where the group has no constant scalar one.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -115,12 +118,41 @@ class Shifted {
   std::string buffer_;  // file bytes, for ir::ByteStream
 };
 
-/// Insert before `before`: DQ(v, 1, z_from) -> Q(1, z_to): v's integers moved from z_from to z_to.
-ir::Node* converter(ir::Graph& g, Shifted& c, ir::Value* v, int32_t from, int32_t to, ir::Node* before) {
-  ir::Value* one = g.addInitializer("shift_scale", ir::makeFloatTensor({}, {1.0f}));
-  const int64_t delta = to == TensorProto::UINT8 ? 128 : -128;
-  ir::Node* dq = g.createNode("DequantizeLinear", "", {v, one, c.scalar(from, 0)}, 1, before);
-  ir::Node* q = g.createNode("QuantizeLinear", "", {dq->output(0), one, c.scalar(to, delta)}, 1, before);
+/// The representation a converter reads and writes a group's tensors at: the group's own scale
+/// (a constant scalar of one of its quantizers) and its zero point in the group's old type; or
+/// scale 1 at zero point 0 when the group has none such (the same numbers, exactly, either way).
+struct Representation {
+  ir::Value* scale = nullptr;  // null: 1
+  int64_t zero_point = 0;
+};
+
+Representation representationOf(const ShiftGroup& g) {
+  for (auto [n, slot] : g.zero_points) {
+    std::string why;
+    ir::Value* s = n->input(static_cast<size_t>(slot - 1));
+    const ir::Value* z = n->input(static_cast<size_t>(slot));
+    if (!s || !s->isConstant() || ir::numElements(*s->initializer()).value_or(0) != 1) continue;
+    const auto sv = ir::readFloats(*s, &why);
+    // ((q - z) * s) / s rounds back to q - z exactly for 8-bit values when s is a normal float
+    if (!sv || !std::isnormal((*sv)[0]) || (*sv)[0] > 1e36f) continue;
+    if (!z) return {s, 0};
+    if (!z->isConstant()) continue;
+    const auto zv = ir::readInts(*z, &why);
+    if (zv && zv->size() == 1) return {s, (*zv)[0]};
+  }
+  return {};
+}
+
+/// Insert before `before`: DQ(v, s, z_from) -> Q(s, z_to): v's integers moved from `from` to `to`
+/// (z_to = z_from +- 128), at the group's own representation `r` (its scale, and its zero point
+/// in the group's old type `old`), so that the converter reads v as every other reader does.
+ir::Node* converter(ir::Graph& g, Shifted& c, ir::Value* v, int32_t from, int32_t to, ir::Node* before, const Representation& r,
+                    int32_t old) {
+  ir::Value* scale = r.scale ? r.scale : g.addInitializer("shift_scale", ir::makeFloatTensor({}, {1.0f}));
+  const int64_t moved = r.zero_point + (old == TensorProto::UINT8 ? -128 : 128);  // the zero point in the other type
+  const int64_t z_from = from == old ? r.zero_point : moved, z_to = to == old ? r.zero_point : moved;
+  ir::Node* dq = g.createNode("DequantizeLinear", "", {v, scale, c.scalar(from, z_from)}, 1, before);
+  ir::Node* q = g.createNode("QuantizeLinear", "", {dq->output(0), scale, c.scalar(to, z_to)}, 1, before);
   q->output(0)->setElemType(to);
   return q;
 }
@@ -133,6 +165,7 @@ bool foreign(const std::vector<ir::Use>& us, const ir::Use& u) {
 /// The rewrite: every value, zero point and quantizer of the group moves from g.type to `to`.
 void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
   ir::Node* first = graph.nodes().front();
+  const Representation rep = representationOf(g);  // read before the zero points move
   std::vector<ir::Value*> kept;  // values that keep the old type (a converter after them)
   for (ir::Value* v : g.values) {
     const std::vector<ir::Use> uses = v->uses();
@@ -143,13 +176,13 @@ void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
       graph.pruneIfDead(v);
     } else if (!v->producer() || foreign(g.foreign_written, v)) {  // keeps its type: moved right after it
       kept.push_back(v);
-      ir::Node* q = converter(graph, c, v, g.type, to, v->producer() ? graph.nextNode(v->producer()) : first);
+      ir::Node* q = converter(graph, c, v, g.type, to, v->producer() ? graph.nextNode(v->producer()) : first, rep, g.type);
       for (const ir::Use& u : uses)
         if (!foreign(g.foreign_readers, u)) graph.setInput(u.node, static_cast<size_t>(u.index), q->output(0));
     } else if (v->isGraphOutput()) {  // a graph output keeps its type: moved back right before it
       ir::Node* p = v->producer();
       const int slot = v->producerSlot();
-      ir::Node* back = converter(graph, c, v, to, g.type, nullptr);
+      ir::Node* back = converter(graph, c, v, to, g.type, nullptr, rep, g.type);
       graph.takeOutput(back, 0, v);
       ir::Value* inner = p->output(static_cast<size_t>(slot));
       inner->setElemType(to);
@@ -161,7 +194,7 @@ void shiftGroup(ir::Graph& graph, Shifted& c, const ShiftGroup& g, int32_t to) {
   }
   for (const ir::Use& u : g.foreign_readers) {  // the old type back, right before the reader
     if (foreign(kept, u.node->input(static_cast<size_t>(u.index)))) continue;  // it reads the unmoved value
-    ir::Node* back = converter(graph, c, u.node->input(static_cast<size_t>(u.index)), to, g.type, u.node);
+    ir::Node* back = converter(graph, c, u.node->input(static_cast<size_t>(u.index)), to, g.type, u.node, rep, g.type);
     graph.setInput(u.node, static_cast<size_t>(u.index), back->output(0));
   }
   for (auto [n, slot] : g.zero_points) {
