@@ -19,10 +19,7 @@
 //      float with more than one value (per axis), zero points constant (or absent);
 //   3. every reader of that constant is a DequantizeLinear with the same scale, zero point and
 //      axis (they share the one requantized constant; another reader would keep the per-channel one).
-// Exact, and without --approximate: a QuantizeLinear or DequantizeLinear whose scale is 1-D of
-// one element (one channel: YOLOv8's DFL conv) is per tensor in its numbers, but per axis to a
-// runtime reading the shape: its scale and zero point become scalars and its axis goes (the
-// rule ScalarizeOneChannel, for the same targets).
+// (A scale of one element in a 1-D tensor is made a scalar before, exactly: scalarize-one-channel.)
 // What the target cannot run and this pass does not change (a per-channel activation) is
 // refused by check-target.
 #include <fmt/format.h>
@@ -82,53 +79,6 @@ void dropAxis(ir::Node& n) {
   auto* attrs = n.mutableProto().mutable_attribute();
   attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "axis"; }), attrs->end());
 }
-
-/// A Q/DQ with a scale of one element in a 1-D tensor (one channel): its scale and zero point
-/// as scalars, the same numbers, and no axis. Exact.
-struct ScalarizeOneChannel {
-  struct Group {
-    ir::Node* n;
-  };
-  bool root(const ir::Node& n) const { return isQuantize(n) || isDequantize(n); }
-  std::string declined(const ir::Node&) const { return "not made per tensor"; }
-  Match<Group> select(ir::Node& n) {
-    const ir::Value *s = n.input(1), *z = n.input(2);
-    if (!s || !s->isConstant() || ir::dimsOf(*s->initializer()) != std::vector<int64_t>{1}) return Match<Group>::none();
-    if (n.attrInt("block_size", 0) != 0) return Match<Group>::none();
-    if (z && (!z->isConstant() || ir::dimsOf(*z->initializer()) != std::vector<int64_t>{1}))
-      return Match<Group>::refuse("its zero point is not a constant of one value");
-    if (!ir::storageProblem(*s).empty() || (z && !ir::storageProblem(*z).empty()))
-      return Match<Group>::refuse("its scale or zero point cannot be read");
-    return Group{&n};
-  }
-  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
-    ir::Node& n = *g.n;
-    for (size_t slot : {size_t{1}, size_t{2}}) {
-      ir::Value* v = n.input(slot);
-      if (!v) continue;
-      std::string why;
-      auto t = std::make_unique<onnx::TensorProto>(*v->initializer());
-      std::string bytes;
-      const bool read = ir::storageBytes(*v->initializer(), v->fileBytes(), bytes, &why);
-      QCONV_ASSERT(read, "{}: checked readable: {}", n.label(), why);
-      t->clear_dims();
-      t->clear_external_data();
-      t->set_data_location(onnx::TensorProto::DEFAULT);
-      t->clear_float_data();
-      t->clear_int32_data();
-      t->clear_double_data();
-      t->clear_int64_data();
-      t->clear_uint64_data();
-      t->set_raw_data(bytes);
-      graph.setInput(&n, slot, graph.addInitializer(v->name() + "_scalar", std::move(t)));
-      graph.pruneIfDead(v);
-    }
-    dropAxis(n);
-    ctx.report(Report::Done, n, fmt::format("one channel made per tensor for --target {} (the same numbers)", ctx.target().name));
-    ctx.count("one-channel scales made per tensor");
-  }
-};
-
 
 struct Requantized {
   float scale;
@@ -259,10 +209,7 @@ struct RequantizePerTensor {
 }  // namespace
 
 void requantizePerTensor(ir::Model& model, PassContext& ctx) {
-  if (ctx.target().per_axis.allowed) return;
-  ScalarizeOneChannel one;  // exact: no flag needed
-  applyRule(model.graph, ctx, one);
-  if (!ctx.options().approximate) return;  // (1)
+  if (!ctx.options().approximate || ctx.target().per_axis.allowed) return;  // (1)
   RequantizePerTensor rule;
   applyRule(model.graph, ctx, rule);
   if (!rule.made.empty())  // what the per-tensor list does not say (docs/targets.md, "What --approximate's figures mean")
