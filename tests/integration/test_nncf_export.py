@@ -121,9 +121,9 @@ def test_nncf_export_approximated_as_qdq_is_listed_and_within_a_step(twin, tmp_p
     assert len(meta["qconv.approximations"].strip().splitlines()) == 4
     assert op_counts(dst).get("QuantizeLinear", 0) >= 1
     # the input quantizer is int8 (symmetric) and the Relu one uint8: a QLinearConv kernel
-    # takes y of x's type, so c1's y is stored as int8, its zero points moved by 128 (the same
+    # takes y of x's type, so c1's x is stored as uint8, its zero points moved by 128 (the same
     # tensor), and c1 fuses (issue 36: it stayed Q/DQ before)
-    assert "/c1/Conv: y stored as int8 (its zero points moved by 128)" in r.stderr
+    assert "/c1/Conv: x stored as uint8 (its zero points moved by 128)" in r.stderr
     assert op_counts(dst).get("QLinearConv", 0) == 1
     xs, _ = recorded_inputs()
     got, want = executed(dst, xs, float_sums=True), reference.outputs(twin, xs)

@@ -97,10 +97,11 @@ def test_qonnx_quant_lowers_exactly(domain, tmp_path):
     r = run_qconv("convert", src, qop, "--format", "qop", "-v")
     assert r.returncode == 0, r.stderr
     # conv_1 reads int8 and its Relu output is quantized to uint8: onnxruntime has no kernel
-    # for that, so qconv leaves it in QDQ form and says so; conv_2 (uint8 -> uint8) fuses, and the
-    # integer Clip that keeps its 6-bit narrow range [0, 62] stays after it
-    assert op_counts(qop).get("QLinearConv", 0) == 1
-    assert "conv_1: not fused: x is int8 but the output is uint8" in r.stderr
+    # for that, so x is stored as uint8, its zero points moved by 128 (the same tensor, issue 36:
+    # it stayed QDQ before); conv_2 (uint8 -> uint8) fuses, and the integer Clip that keeps its
+    # 6-bit narrow range [0, 62] stays after it
+    assert op_counts(qop).get("QLinearConv", 0) == 2
+    assert "conv_1: x stored as uint8 (its zero points moved by 128)" in r.stderr
     assert [n.op_type for n in onnx.load(qop).graph.node][-2:] == ["Clip", "DequantizeLinear"]
     judge_qop(qdq, qop, xs, step=0.05)
 

@@ -18,6 +18,9 @@ struct ConvGroup {
   /// y is of the other 8-bit type than x: the fusion stores it in x's type (zero points moved by
   /// 128: the same tensor), its readers being DequantizeLinear nodes whose zero points move too.
   bool y_moved = false;
+  /// Or x is moved to y's type: its QuantizeLinear's zero point and its readers' (preferred: the
+  /// conv after this one then keeps the type it reads).
+  bool x_moved = false;
 };
 
 /// Select the group around `conv`, or nullopt with the requirement that failed in *why.

@@ -25,7 +25,9 @@
 //   9. y has x's type (onnxruntime has no QLinearConv kernel for int8 x with uint8 y, or the
 //      reverse, though the spec allows it), or every reader of y is a per-tensor
 //      DequantizeLinear: then y is stored in x's type, its zero point and its readers' moved by
-//      128 (the same tensor: q - z is unchanged), and fuses;
+//      128 (the same tensor: q - z is unchanged), and fuses; or, preferred, x comes from a
+//      QuantizeLinear that only per-tensor DequantizeLinears read, and x moves to y's type
+//      instead (the op after this conv then keeps the type it reads);
 //  10. the target (--target) runs a QLinearConv with per-channel weights, if they are
 //      (common/target_fit.h);
 //  11. the bias is finite and fits int32 at s_x * s_w[c] (with --raise-weight-scale: the weight
@@ -80,6 +82,24 @@ struct FuseConv {
     return group;
   }
 
+  /// (9) x in y's type: its QuantizeLinear's zero point and each reader's moved by 128.
+  static void moveX(ir::Graph& graph, const ConvGroup& g) {
+    const int32_t to = g.y.params.elem_type;
+    const int64_t delta = to == onnx::TensorProto::UINT8 ? 128 : -128;
+    ir::Value* x = g.x.dq->input(0);
+    std::vector<ir::Node*> nodes{x->producer()};
+    for (const ir::Use& u : x->uses()) nodes.push_back(u.node);
+    for (ir::Node* n : nodes) {
+      std::string why;
+      const auto p = readConstQuant(*n, &why);
+      QCONV_ASSERT(p, "{}: x's quantizers were checked: {}", g.conv->label(), why);
+      ir::Value* old = n->input(2);
+      graph.setInput(n, 2, graph.addInitializer("x_zero_point", ir::makeIntTensor(to, {}, {p->zero_point[0] + delta})));
+      if (old) graph.pruneIfDead(old);
+    }
+    x->setElemType(to);
+  }
+
   /// (9) y in x's type: the fused op's y zero point and each reader's moved by 128.
   static void moveY(ir::Graph& graph, ir::Node& fused, const ConvGroup& g) {
     const int32_t to = g.x.params.elem_type;
@@ -101,8 +121,12 @@ struct FuseConv {
   /// output 0 <- Q.output 0 (keeps its name and readers). With raised weight scales, inputs 3-5
   /// become the requantized weight, its scales and zero points 0 (conv_bias.h).
   void rewrite(ir::Graph& graph, Group& group, PassContext& ctx) {
-    const ConvGroup& g = group.conv;
+    ConvGroup& g = group.conv;
     ir::Node* q = g.y.q;
+    if (g.x_moved) {  // before the operands are gathered: the fused op reads the moved zero point
+      moveX(graph, g);
+      g.x.params.elem_type = g.y.params.elem_type;
+    }
     std::vector<ir::Value*> in = gatherOperands(graph, kOperands, {g.x.dq, g.w.dq, q},
                                                 {g.x.params.elem_type, g.w.params.elem_type, g.y.params.elem_type});
     ir::Node* fused = graph.createNode("QLinearConv", "", in, 1, q);
@@ -119,9 +143,11 @@ struct FuseConv {
     graph.destroyNode(g.conv);
     for (ir::Value* v : inputs) graph.pruneIfDead(v);
     ctx.count("QLinearConv");
-    if (g.y_moved)
-      ctx.report(Report::Done, *fused, fmt::format("y stored as {} (its zero points moved by 128): the same tensor, in the type "
-                                                   "QLinearConv kernels take with x's", ir::typeName(g.x.params.elem_type)));
+    if (g.y_moved || g.x_moved)
+      ctx.report(Report::Done, *fused, fmt::format("{} stored as {} (its zero points moved by 128): the same tensor, in the type "
+                                                   "QLinearConv kernels take with {}'s", g.y_moved ? "y" : "x",
+                                                   ir::typeName(g.y_moved ? g.x.params.elem_type : g.y.params.elem_type),
+                                                   g.y_moved ? "x" : "y"));
   }
 };
 

@@ -51,6 +51,19 @@ bool acceptBias(ir::Value* b, int64_t m, std::optional<ConstQuant>* params, std:
 
 }  // namespace
 
+/// Why not every reader of `v` is a per-tensor DequantizeLinear reading it as its input, or empty.
+std::string onlyPerTensorDequantizers(const ir::Value* v) {
+  if (v->isGraphOutput()) return "it is a graph output";
+  if (v->hasImplicitUses()) return "a subgraph reads it";
+  for (const ir::Use& u : v->uses()) {
+    const ir::Node& r = *u.node;
+    std::string no;
+    const auto p = r.is("DequantizeLinear") && u.index == 0 ? readConstQuant(r, &no) : std::nullopt;
+    if (!p || p->per_axis) return fmt::format("{} reads it, not a per-tensor DequantizeLinear", r.label());
+  }
+  return {};
+}
+
 std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
   ConvGroup g;
   g.conv = &conv;
@@ -110,17 +123,15 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
   // (9) onnxruntime has QLinearConv kernels only for y of x's type: y of the other 8-bit type is
   // the same tensor at zero point z -/+ 128 in x's, when every reader can take it so
   if (g.y.params.elem_type != g.x.params.elem_type) {
-    const ir::Value* y = g.y.q->output(0);
-    std::string reader;
-    if (y->isGraphOutput()) reader = "it is a graph output";
-    else if (y->hasImplicitUses()) reader = "a subgraph reads it";
-    for (const ir::Use& u : y->uses()) {
-      if (!reader.empty()) break;
-      const ir::Node& r = *u.node;
-      std::string no;
-      const bool dq = r.is("DequantizeLinear") && u.index == 0 && readConstQuant(r, &no) && !readConstQuant(r, &no)->per_axis;
-      if (!dq) reader = fmt::format("{} reads it, not a per-tensor DequantizeLinear", r.label());
+    const ir::Value* x = g.x.dq->input(0);
+    const ir::Node* xq = x->producer();
+    std::string no;
+    if (xq && xq->is("QuantizeLinear") && !xq->attribute("output_dtype") && readConstQuant(*xq, &no) &&
+        !readConstQuant(*xq, &no)->per_axis && onlyPerTensorDequantizers(x).empty()) {
+      g.x_moved = true;  // x moves to y's type: the op after this conv keeps what it reads
+      return g;
     }
+    const std::string reader = onlyPerTensorDequantizers(g.y.q->output(0));
     if (!reader.empty()) {
       *why = fmt::format("x is {} but the output is {}, and {} (QLinearConv kernels take y of x's type)",
                          ir::typeName(g.x.params.elem_type), ir::typeName(g.y.params.elem_type), reader);

@@ -211,13 +211,33 @@ TEST_CASE("between two fused convs the Q -> DQ disappears; before an unfused rea
   REQUIRE(kept);
 }
 
-TEST_CASE("y of the other 8-bit type than x is stored in x's type, its zero points moved by 128") {
-  ConvSpec s;  // onnxruntime has no kernel for int8 x with uint8 y: y is the same tensor as int8 at z - 128
-  s.x_type = TensorProto::INT8;
-  s.x_zp = 3;
+TEST_CASE("x of the other 8-bit type than y moves to y's type, its quantizer's and readers' zero points by 128") {
+  ConvSpec s;  // onnxruntime has no kernel for int8 x with uint8 y: x from its own QuantizeLinear moves
+  s.x_type = TensorProto::INT8;  // (the builder's int8 x is at zero point 0)
   s.y_type = TensorProto::UINT8;
   s.y_zp = 130;
   auto r = fuse(convModel(s));
+  REQUIRE(r.refusals.empty());
+  auto* qc = only(r.model.graph, "QLinearConv");
+  std::string why;
+  REQUIRE(qconv::ir::readInts(*qc->input(2), &why) == std::vector<int64_t>{128});
+  REQUIRE(qc->input(2)->initializer()->data_type() == TensorProto::UINT8);
+  REQUIRE(qconv::ir::readInts(*qc->input(7), &why) == std::vector<int64_t>{130});  // y as it was
+  auto* q = only(r.model.graph, "QuantizeLinear");
+  REQUIRE(q->output(0) == qc->input(0));
+  REQUIRE(qconv::ir::readInts(*q->input(2), &why) == std::vector<int64_t>{128});
+  REQUIRE(q->output(0)->elemType() == TensorProto::UINT8);
+}
+
+TEST_CASE("y moves to x's type where x cannot: its zero point and its DequantizeLinear readers' by 128") {
+  ConvSpec s;
+  s.x_type = TensorProto::INT8;
+  s.y_type = TensorProto::UINT8;
+  s.y_zp = 130;
+  auto b = convModel(s);
+  b.node("Cast", {"x_q"}, {"x_cast"}, "cast_x");  // x is read by another op: it keeps its type
+  b.output("x_cast", TensorProto::FLOAT);
+  auto r = fuse(b);
   REQUIRE(r.refusals.empty());
   auto* qc = only(r.model.graph, "QLinearConv");
   std::string why;
@@ -230,11 +250,13 @@ TEST_CASE("y of the other 8-bit type than x is stored in x's type, its zero poin
   REQUIRE(dq->input(2)->initializer()->data_type() == TensorProto::INT8);
 }
 
-TEST_CASE("refusal: y of another type than x, read by an op that is no DequantizeLinear") {
+TEST_CASE("refusal: x and y of other types, and neither can move") {
   ConvSpec s;
   s.x_type = TensorProto::INT8;
   s.y_type = TensorProto::UINT8;
   auto b = convModel(s);
+  b.node("Cast", {"x_q"}, {"x_cast"}, "cast_x");
+  b.output("x_cast", TensorProto::FLOAT);
   b.node("Cast", {"y_q"}, {"y_cast"}, "cast_y");
   b.output("y_cast", TensorProto::FLOAT);
   REQUIRE(refusalOf(b) ==
