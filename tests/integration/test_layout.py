@@ -77,3 +77,25 @@ def test_the_unit_tests_mirror_the_library():
         rel = os.path.relpath(root, unit)
         if any(f.endswith(".cpp") for f in files) and rel != ".":
             assert os.path.isdir(os.path.join(LIB, rel)), rel
+
+
+def test_no_registry_file_host_is_written_in_the_repository():
+    """Issue 36, item 9: third_party/onnx.pin held a download URL on a package registry's file host;
+    ONNX's source distribution is fetched by name and version with pip (scripts/build_onnx.sh),
+    its sha256 still checked. No tracked file names such a host."""
+    import subprocess
+    hosts = ["files." + "pythonhosted.org", "pypi." + "org/packages", "deb." + "debian.org/debian/pool",
+             "download." + "pytorch.org", "github" + ".com/onnx/onnx/archive"]
+    tracked = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True, check=True).stdout.split()
+    found = []
+    for rel in tracked:
+        path = os.path.join(ROOT, rel)
+        if not os.path.isfile(path) or os.path.getsize(path) > 4_000_000:
+            continue
+        text = open(path, "rb").read().decode("utf-8", "replace")
+        found += [f"{rel}: {h}" for h in hosts if h in text]
+    assert found == [], found
+    pin = open(os.path.join(ROOT, "third_party", "onnx.pin")).read()
+    assert "url=" not in pin and "sha256=" in pin
+    script = open(os.path.join(ROOT, "scripts", "build_onnx.sh")).read()
+    assert "pip\" download" in script or "pip download" in script or '/bin/pip" download' in script

@@ -50,7 +50,10 @@ def test_tensorrt_refusal_quotes_the_models_zero_point_and_verify_says_it(tmp_pa
 
 TYPES = ["INT8", "UINT8", "INT16", "UINT16", "INT4", "UINT4", "INT2", "UINT2", "FLOAT8E4M3FN", "FLOAT8E5M2", "FLOAT4E2M1"]
 # what each runtime quantizes to (targets/target.cpp): the rest is refused, naming node and type
-TAKES = {"tensorrt": {"INT8", "FLOAT8E4M3FN"}, "aidge": {"INT8", "UINT8"}}
+TAKES = {"tensorrt": {"INT8", "FLOAT8E4M3FN"}, "aidge": {"INT8", "UINT8"},
+         # measured by running each runtime on typed_model (docs/targets.md, "Element types")
+         "onnxruntime": set(TYPES) - {"FLOAT4E2M1"}, "openvino": {"INT8", "UINT8", "INT16", "INT4", "UINT4"},
+         "iree": {"INT8", "UINT8", "INT16"}, "tvm": {"INT8", "UINT8", "INT16", "UINT16"}}
 
 
 def typed_model(path, type_name: str) -> str:
@@ -80,7 +83,7 @@ def test_each_target_refuses_the_types_its_runtime_lacks(tmp_path, target, type_
     code, findings = verify_findings(src, target)
     if type_name in TAKES[target]:
         assert r.returncode == 0, r.stderr
-        assert code == 0 and findings == [], findings
+        assert code == 0 and [f for f in findings if f["kind"] != "saturation"] == [], findings
         onnx.checker.check_model(dst, full_check=True)
         return
     assert r.returncode == 4, r.stderr

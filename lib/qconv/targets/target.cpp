@@ -19,6 +19,11 @@ std::vector<TargetProfile> makeProfiles() {
   ort.summary = "QOp (QLinearConv, QLinearMatMul; com.microsoft ops with --contrib) or QDQ; any granularity";
   ort.default_qop = true;
   ort.saturating_kernels = "onnxruntime";
+  // measured 2026-11-26 (test_target_limits.py): Q -> DQ and a DQ'd constant of each type, exact; float4e2m1 NOT_IMPLEMENTED
+  ort.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::UINT16,
+                     onnx::TensorProto::INT32, 22 /* INT4 */, 21 /* UINT4 */, 26 /* INT2 */, 25 /* UINT2 */,
+                     17 /* FLOAT8E4M3FN */, 18 /* FLOAT8E4M3FNUZ */, 19 /* FLOAT8E5M2 */, 20 /* FLOAT8E5M2FNUZ */};
+  ort.types_why = "onnxruntime 1.32 has no float4e2m1 QuantizeLinear/DequantizeLinear kernel (NOT_IMPLEMENTED)";
   all.push_back(ort);
 
   TargetProfile trt;
@@ -64,6 +69,10 @@ std::vector<TargetProfile> makeProfiles() {
   // int8 activations: OpenVINO runs a QLinearConv on them, but not data movement between convs
   // measured under an emulated AVX2 CPU (qemu -cpu Haswell): OpenVINO's int8 kernels saturate too
   ov.saturating_kernels = "OpenVINO";
+  ov.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::INT32,
+                    22 /* INT4 */, 21 /* UINT4 */};
+  ov.types_why = "OpenVINO 2026.4 computes uint16 and float8 e4m3fn/e5m2 QuantizeLinear/DequantizeLinear wrong (1.2 to 3.2 off "
+                 "on a 4-element test, silently) and reads no 2-bit, float8 fnuz or float4 ones (measured)";
   ov.activation_type = onnx::TensorProto::UINT8;
   ov.move_on = kUint8;
   ov.move_why = "OpenVINO 2026.4 fails to compile int8 activations at a zero point other than 0 moved on int8 between "
@@ -81,6 +90,9 @@ std::vector<TargetProfile> makeProfiles() {
                       "com.microsoft op only where its runtime was measured to run it)";
   iree.conv_per_channel = no("IREE 3.13 computes a QLinearConv with per-channel weight scales and a bias wrong (150-255 "
                              "steps off on every element)");
+  iree.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::INT32};
+  iree.types_why = "IREE 3.13's importer (torch-mlir) takes 8-bit and int16 quantization only: uint16, 4-bit, 2-bit, "
+                   "float8 and float4 fail to import (measured)";
   iree.activation_type = onnx::TensorProto::INT8;
   iree.move_on = kInt8;
   iree.move_why = "IREE 3.13 computes MaxPool on uint8 wrong (as if signed: up to 221 steps off on over 80% of outputs)";
@@ -92,6 +104,10 @@ std::vector<TargetProfile> makeProfiles() {
   tvm.summary = "QDQ only";
   tvm.qop = no("TVM 0.27's ONNX frontend has no QLinearConv, QLinearMatMul or other QOperator op (OpNotImplemented)");
   tvm.contrib = no("TVM 0.27's ONNX frontend has no com.microsoft quantized op");
+  tvm.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::UINT16,
+                     onnx::TensorProto::INT32};
+  tvm.types_why = "TVM 0.27 runs 8- and 16-bit quantization only: its 4- and 2-bit constants fail to load (TensorCopyFromBytes) "
+                  "and its QuantizeLinear takes no float8 or float4 (measured)";
   all.push_back(tvm);
 
   TargetProfile aidge;
