@@ -107,6 +107,9 @@ def main(out: str) -> None:
     for type_name in STORAGE_TYPES:  # each storage form of each type (issue 36; external data needs a second file)
         for raw in (False, True):
             seeds[f"storage_{type_name.lower()}_{'raw' if raw else 'typed'}"] = storage_form(type_name, raw)
+    wide = storage_form("UINT8", raw=False)  # found by the fuzzer (issue 36): an int32_data entry out of uint8
+    next(t for t in wide.graph.initializer if t.name == "w").int32_data[5] = 20785
+    seeds["storage_uint8_out_of_range"] = wide
     with tempfile.TemporaryDirectory() as work:
         w = Path(work)
         qdq = str(w / "qdq.onnx")

@@ -120,3 +120,22 @@ def test_an_internal_error_names_no_build_path():
         return  # GCC's UBSan keeps its own location strings absolute: not what an internal error prints
     absolute = re.findall(rb"/[\x21-\x7e]*/lib/qconv/[\w/]+\.(?:cpp|h)", data)
     assert absolute == [], absolute[:3]
+
+
+def test_a_typed_field_value_out_of_its_type_is_refused_by_the_selector(tmp_path):
+    """Found by the fuzzer after the change (issue 36): a uint8 weight in int32_data with an entry of
+    20785. The selector checked counts only, so fuse-matmul-nbits' read failed in the action (exit
+    70 under the fuzzer); 29f6ac7 fused it silently, wrapping the value into a wrong weight. The
+    selector now reads the values as the action would: the group stays, named."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "fuzz"))
+    from make_seeds import storage_form
+    m = storage_form("UINT8", raw=False)
+    w = next(t for t in m.graph.initializer if t.name == "w")
+    w.int32_data[5] = 20785
+    src, dst = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qop", "--contrib", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "mm: not fused to MatMulNBits: 'w' cannot be read: int32_data value 20785 is out of range for uint8" in r.stderr, r.stderr
+    assert [n.op_type for n in onnx.load(dst).graph.node] == ["DequantizeLinear", "MatMul"]

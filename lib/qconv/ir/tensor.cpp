@@ -93,6 +93,9 @@ std::string storageProblem(const Value& v) {
     const FileBytes& file = v.fileBytes();
     if (!file) return kUnresolved;
     if (file.length != *need) return fmt::format("its file holds {} bytes, dims need {}", file.length, *need);
+  } else if (!t.has_raw_data()) {  // a typed field: its values too (an int32_data entry out of the type's range)
+    std::string bytes, why;
+    if (!storageBytes(t, FileBytes{}, bytes, &why)) return why;
   }
   return {};
 }

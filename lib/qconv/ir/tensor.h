@@ -75,7 +75,8 @@ std::optional<uint64_t> dataBytes(const onnx::TensorProto& t);
 /// is one whose storage qconv does not know).
 std::string storageProblem(const onnx::TensorProto& t);
 /// What keeps storageBytes from reading the initializer of `v`: storageProblem, a file holding
-/// another length than the dims need, a type with no byte form. Empty when it can be read (a
+/// another length than the dims need, a type with no byte form, a typed field's value out of its
+/// type's range (the same read, so the answer is the action's). Empty when it can be read (a
 /// selector asks this of what its action will read, so the action never meets such storage).
 std::string storageProblem(const Value& v);
 
