@@ -110,6 +110,9 @@ def main(out: str) -> None:
     wide = storage_form("UINT8", raw=False)  # found by the fuzzer (issue 36): an int32_data entry out of uint8
     next(t for t in wide.graph.initializer if t.name == "w").int32_data[5] = 20785
     seeds["storage_uint8_out_of_range"] = wide
+    empty = storage_form("INT4", raw=True)  # found by the fuzzer (issue 36): a blocked DequantizeLinear with no inputs
+    del empty.graph.node[0].input[:]
+    seeds["dequantize_without_inputs"] = empty
     with tempfile.TemporaryDirectory() as work:
         w = Path(work)
         qdq = str(w / "qdq.onnx")

@@ -212,3 +212,23 @@ def test_g_idx_with_zero_points_says_which_meaning_qconv_takes(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "qconv: warning: " in r.stderr and "mnb: " in r.stderr and "g_idx and zero points" in r.stderr, r.stderr
     onnx.checker.check_model(dst, full_check=True)
+
+
+@pytest.mark.parametrize("op", ["MatMul", "Gather"])
+def test_a_dequantize_linear_without_inputs_is_no_crash(tmp_path, op):
+    """Found by the fuzzer after the change (issue 36, from the storage seeds): a DequantizeLinear
+    with no inputs feeding a MatMul made fuse-matmul-nbits' selector read a null weight (UBSan;
+    SIGSEGV in the release build of 29f6ac7). Now invalid input, exit 3 with one line, in every
+    format."""
+    dq = h.make_node("DequantizeLinear", [], ["W"], "dq_w", block_size=16)  # blocked: the weight-only fusions' business
+    reader = (h.make_node("MatMul", ["x", "W"], ["y"], "mm") if op == "MatMul" else
+              h.make_node("Gather", ["W", "i"], ["y"], "g"))
+    inputs = [h.make_tensor_value_info("x", T.FLOAT, [1, 4])] if op == "MatMul" else [h.make_tensor_value_info("i", T.INT64, [2])]
+    g = h.make_graph([dq, reader], "g", inputs, [h.make_tensor_value_info("y", T.FLOAT, None)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 25)], ir_version=13), path)
+    for fmt in (["--format", "qop", "--contrib"], ["--format", "qdq"], ["--format", "qop"]):
+        r = run_qconv("convert", path, str(tmp_path / "o.onnx"), *fmt)
+        assert r.returncode == 3, (fmt, r.returncode, r.stderr)
+        assert r.stderr.startswith("qconv: error: ") and len(r.stderr.strip().splitlines()) == 1
+        assert not os.path.exists(tmp_path / "o.onnx")

@@ -40,9 +40,9 @@ struct FuseGatherBlockQuantized {
     const int64_t block = dq->attrInt("block_size", 0);
     if (block == 0) return M::none();  // not blocked: not a weight-only table
     const ir::Value *data = dq->input(0), *scales = dq->input(1), *zp = dq->input(2);
-    const int32_t t = data->isConstant() ? data->initializer()->data_type() : 0;
+    const int32_t t = data && data->isConstant() ? data->initializer()->data_type() : 0;
     if (t != TensorProto::INT4 && t != TensorProto::UINT4) return M::refuse("its table is not a constant int4 or uint4 tensor");  // (1)
-    const int32_t st = scales->isConstant() ? scales->initializer()->data_type() : 0;
+    const int32_t st = scales && scales->isConstant() ? scales->initializer()->data_type() : 0;
     if (st != TensorProto::FLOAT && st != TensorProto::FLOAT16) return M::refuse("its scales are not a constant float or float16 tensor");
     if (zp && !zp->isConstant()) return M::refuse("its zero points are not constant");
     if (!zp && t == TensorProto::UINT4)

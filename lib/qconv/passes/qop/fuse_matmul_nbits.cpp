@@ -59,7 +59,7 @@ struct FuseMatMulNBits {
     const int64_t block = dq->attrInt("block_size", 0);
     if (block == 0) return M::none();  // per tensor or per axis: fuse-qlinear-matmul's business
     const ir::Value *x = dq->input(0), *scale = dq->input(1), *zero = dq->input(2);
-    if (!x->isConstant() || x->initializer()->dims_size() != 2) return M::refuse("its weight is not a constant of rank 2");  // (1)
+    if (!x || !x->isConstant() || x->initializer()->dims_size() != 2) return M::refuse("its weight is not a constant of rank 2");  // (1)
     const int32_t t = x->initializer()->data_type();
     const int64_t bits = t == TensorProto::INT8 || t == TensorProto::UINT8 ? 8 : ir::packedBits(t);
     if (!bits)
@@ -70,7 +70,7 @@ struct FuseMatMulNBits {
     if (block < 16 || (block & (block - 1)) != 0)
       return M::refuse(fmt::format("block_size {} is not a power of two of 16 or more, as MatMulNBits needs", block));
     const int64_t blocks = (K + block - 1) / block;
-    const int32_t st = scale->isConstant() ? scale->initializer()->data_type() : 0;
+    const int32_t st = scale && scale->isConstant() ? scale->initializer()->data_type() : 0;
     if (st != TensorProto::FLOAT && st != TensorProto::FLOAT16) return M::refuse("its scale is not a constant float or float16");
     if (ir::dimsOf(*scale->initializer()) != std::vector<int64_t>{blocks, N})
       return M::refuse(fmt::format("its scale's shape is not [k_blocks, N] = [{}, {}]", blocks, N));
