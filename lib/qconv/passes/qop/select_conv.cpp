@@ -53,6 +53,7 @@ bool acceptBias(ir::Value* b, int64_t m, std::optional<ConstQuant>* params, std:
 
 /// Why not every reader of `v` is a per-tensor DequantizeLinear reading it as its input, or empty.
 std::string onlyPerTensorDequantizers(const ir::Value* v) {
+  if (!v) return "it has no output";
   if (v->isGraphOutput()) return "it is a graph output";
   if (v->hasImplicitUses()) return "a subgraph reads it";
   for (const ir::Use& u : v->uses()) {
@@ -124,7 +125,7 @@ std::optional<ConvGroup> selectConvGroup(ir::Node& conv, std::string* why) {
   // the same tensor at zero point z -/+ 128 in x's, when every reader can take it so
   if (g.y.params.elem_type != g.x.params.elem_type) {
     const ir::Value* x = g.x.dq->input(0);
-    const ir::Node* xq = x->producer();
+    const ir::Node* xq = x ? x->producer() : nullptr;
     std::string no;
     if (xq && xq->is("QuantizeLinear") && !xq->attribute("output_dtype") && readConstQuant(*xq, &no) &&
         !readConstQuant(*xq, &no)->per_axis && onlyPerTensorDequantizers(x).empty()) {
