@@ -95,7 +95,8 @@ std::vector<TargetProfile> makeProfiles() {
                    "float8 and float4 fail to import (measured)";
   iree.activation_type = onnx::TensorProto::INT8;
   iree.move_on = kInt8;
-  iree.move_why = "IREE 3.13 computes MaxPool on uint8 wrong (as if signed: up to 221 steps off on over 80% of outputs)";
+  iree.move_why = "IREE 3.13 moves 8-bit data on int8 only: it computes MaxPool on uint8 wrong (as if signed: up to 221 "
+                  "steps off on over 80% of outputs)";
   all.push_back(iree);
 
   TargetProfile tvm;
@@ -124,7 +125,8 @@ std::vector<TargetProfile> makeProfiles() {
   aidge.activation_type = onnx::TensorProto::INT8;
   aidge.weight_type = onnx::TensorProto::INT8;
   aidge.move_on = kInt8;
-  aidge.move_why = "Aidge 0.10.1 has no uint8 MaxPool kernel ('missing or invalid registrar key [uint8 ...]')";
+  aidge.move_why = "Aidge 0.10.1 moves 8-bit data on int8 only: it has no uint8 kernel for MaxPool or Resize ('missing or "
+                   "invalid registrar key [uint8 ...]')";
   aidge.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT32};
   aidge.types_why = "Aidge 0.10.1 runs 8-bit quantization (and int32 biases) only";
   all.push_back(aidge);
