@@ -164,24 +164,6 @@ T loadRaw(const std::string& raw, int64_t i) {
   return v;
 }
 
-/// The bytes of `t` as raw_data holds them: a pointer to raw_data itself (no copy), or to
-/// `holder`, filled from its file or its typed field (storageBytes). Null with *why.
-const std::string* bytesOf(const TensorProto& t, const FileBytes& file, std::string& holder, std::string* why) {
-  if (t.data_location() != TensorProto::EXTERNAL && t.has_raw_data()) {
-    const auto need = dataBytes(t);
-    if (!need) {
-      *why = numElements(t) ? fmt::format("a {} tensor has no fixed-width bytes", typeName(t.data_type())) : "tensor has invalid dims";
-      return nullptr;
-    }
-    if (t.raw_data().size() != *need) {
-      *why = fmt::format("raw data holds {} bytes, dims need {}", t.raw_data().size(), *need);
-      return nullptr;
-    }
-    return &t.raw_data();
-  }
-  return storageBytes(t, file, holder, why) ? &holder : nullptr;
-}
-
 /// Element count of `t` (valid dims: bytesOf succeeded).
 int64_t countOf(const TensorProto& t) { return numElements(t).value_or(0); }
 
@@ -257,48 +239,48 @@ bool typedFieldBytes(const TensorProto& t, uint64_t count, uint64_t need, std::s
   return true;
 }
 
-}  // namespace
-
-bool storageBytes(const TensorProto& t, const FileBytes& file, std::string& out, std::string* why) {
+/// The bytes of `t` as raw_data holds them: raw_data itself (no copy), or `holder`, filled from
+/// its file or its typed field. Null with *why. What storageBytes gives, without its copy.
+const std::string* bytesOf(const TensorProto& t, const FileBytes& file, std::string& holder, std::string* why) {
   const auto n = numElements(t);
   if (!n) {
     *why = "tensor has invalid dims";
-    return false;
+    return nullptr;
   }
   const auto need = dataBytes(t);
   if (!need) {
     *why = fmt::format("a {} tensor has no byte form qconv reads", typeName(t.data_type()));
-    return false;
+    return nullptr;
   }
   if (t.data_location() == TensorProto::EXTERNAL) {
     if (!file) {
       *why = kUnresolved;
-      return false;
+      return nullptr;
     }
     if (file.length != *need) {
       *why = fmt::format("its file holds {} bytes, dims need {}", file.length, *need);
-      return false;
+      return nullptr;
     }
-    out.resize(file.length);
-    file.source->read(file.span, 0, file.length, out.data());
-    return true;
+    holder.resize(file.length);
+    file.source->read(file.span, 0, file.length, holder.data());
+    return &holder;
   }
   if (t.has_raw_data()) {
     if (t.raw_data().size() != *need) {
       *why = fmt::format("raw data holds {} bytes, dims need {}", t.raw_data().size(), *need);
-      return false;
+      return nullptr;
     }
-    out = t.raw_data();
-    return true;
+    return &t.raw_data();
   }
-  return typedFieldBytes(t, static_cast<uint64_t>(*n), *need, out, why);
+  return typedFieldBytes(t, static_cast<uint64_t>(*n), *need, holder, why) ? &holder : nullptr;
 }
 
-std::optional<std::string> storageBytes(const Value& v, std::string* why) {
-  QCONV_ASSERT(v.initializer(), "storageBytes: value '{}' is not an initializer", v.name());
-  std::string out;
-  if (!storageBytes(*v.initializer(), v.fileBytes(), out, why)) return std::nullopt;
-  return out;
+}  // namespace
+
+bool storageBytes(const TensorProto& t, const FileBytes& file, std::string& out, std::string* why) {
+  const std::string* bytes = bytesOf(t, file, out, why);
+  if (bytes && bytes != &out) out = *bytes;  // raw_data: copied
+  return bytes != nullptr;
 }
 
 namespace {

@@ -88,8 +88,6 @@ std::string storageProblem(const Value& v);
 /// decodes what it gives. False with *why for malformed storage or a type with no byte form
 /// (STRING); a file that cannot be read throws Error(BadInput) (ByteSource::read).
 bool storageBytes(const onnx::TensorProto& t, const FileBytes& file, std::string& out, std::string* why);
-/// The same for the initializer of `v`, inline or file-backed.
-std::optional<std::string> storageBytes(const Value& v, std::string* why);
 
 /// All the bytes of a file-backed tensor, read through its source (which throws Error(BadInput),
 /// naming the file, when they cannot be read).

@@ -35,6 +35,7 @@
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/dequantized_constant.h"
+#include "qconv/passes/common/action_util.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
@@ -73,11 +74,6 @@ std::optional<float> biasScale(const ir::Node& dq, const std::function<std::opti
   const auto w = weightScale(*wdq);
   if (!w) return std::nullopt;
   return x->scale[0] * *w;
-}
-
-void dropAxis(ir::Node& n) {
-  auto* attrs = n.mutableProto().mutable_attribute();
-  attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "axis"; }), attrs->end());
 }
 
 struct Requantized {
@@ -134,7 +130,7 @@ void setPerTensor(ir::Graph& graph, ir::Node& dq, const Made& m, const std::vect
   graph.setInput(&dq, 0, m.q);
   graph.setInput(&dq, 1, m.scale);
   graph.setInput(&dq, 2, m.zero_point);
-  dropAxis(dq);
+  removeAttribute(dq, "axis");
   for (ir::Value* v : old)
     if (v) graph.pruneIfDead(v);
 }

@@ -19,17 +19,13 @@
 
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/common/action_util.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
 namespace qconv {
 
 namespace {
-
-void dropAxis(ir::Node& n) {
-  auto* attrs = n.mutableProto().mutable_attribute();
-  attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [](const auto& a) { return a.name() == "axis"; }), attrs->end());
-}
 
 /// The rule: a Q/DQ with a scale of one element in a 1-D tensor gets its scale and zero point as
 /// scalars, the same numbers, and no axis.
@@ -71,7 +67,7 @@ struct ScalarizeOneChannel {
       graph.setInput(&n, slot, graph.addInitializer(v->name() + "_scalar", std::move(t)));
       graph.pruneIfDead(v);
     }
-    dropAxis(n);
+    removeAttribute(n, "axis");
     ctx.report(Report::Done, n, fmt::format("one channel made per tensor for --target {} (the same numbers)", ctx.target().name));
     ctx.count("one-channel scales made per tensor");
   }

@@ -1,6 +1,8 @@
 // Small helpers for the fusion actions (rewrites that never refuse).
 #pragma once
 
+#include <algorithm>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,6 +66,12 @@ inline void setIntAttribute(ir::Node& n, const char* name, int64_t value) {
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(value);
+}
+
+/// Remove the attribute `name` from `n`, if it has it (a per-tensor Q/DQ's axis, ...).
+inline void removeAttribute(ir::Node& n, const char* name) {
+  auto* attrs = n.mutableProto().mutable_attribute();
+  attrs->erase(std::remove_if(attrs->begin(), attrs->end(), [name](const auto& a) { return a.name() == name; }), attrs->end());
 }
 
 /// Add the INTS attribute `name` = `values` to `n` (perm, axes, ...).

@@ -82,39 +82,38 @@ struct FuseConv {
     return group;
   }
 
-  /// (9) x in y's type: its QuantizeLinear's zero point and each reader's moved by 128.
-  static void moveX(ir::Graph& graph, const ConvGroup& g) {
-    const int32_t to = g.y.params.elem_type;
-    const int64_t delta = to == onnx::TensorProto::UINT8 ? 128 : -128;
-    ir::Value* x = g.x.dq->input(0);
-    std::vector<ir::Node*> nodes{x->producer()};
-    for (const ir::Use& u : x->uses()) nodes.push_back(u.node);
+  /// (9) `v` moved into the other 8-bit type `to`, the same tensor: the zero point (input 2) of
+  /// each of `nodes` (per-tensor Q/DQ the selector checked) moved by 128, and `v` retyped.
+  static void moveZeroPoints(ir::Graph& graph, const std::vector<ir::Node*>& nodes, ir::Value* v, int32_t to, const ConvGroup& g) {
     for (ir::Node* n : nodes) {
       std::string why;
       const auto p = readConstQuant(*n, &why);
-      QCONV_ASSERT(p, "{}: x's quantizers were checked: {}", g.conv->label(), why);
+      QCONV_ASSERT(p, "{}: its quantizers were checked: {}", g.conv->label(), why);
       ir::Value* old = n->input(2);
-      graph.setInput(n, 2, graph.addInitializer("x_zero_point", ir::makeIntTensor(to, {}, {p->zero_point[0] + delta})));
+      graph.setInput(n, 2, graph.addInitializer("x_zero_point", ir::makeIntTensor(to, {}, {movedBy128(p->zero_point[0], to)})));
       if (old) graph.pruneIfDead(old);
     }
-    x->setElemType(to);
+    v->setElemType(to);
   }
 
-  /// (9) y in x's type: the fused op's y zero point and each reader's moved by 128.
+  static int64_t movedBy128(int64_t zero_point, int32_t to) { return zero_point + (to == onnx::TensorProto::UINT8 ? 128 : -128); }
+
+  /// x in y's type: its QuantizeLinear and every reader move.
+  static void moveX(ir::Graph& graph, const ConvGroup& g) {
+    ir::Value* x = g.x.dq->input(0);
+    std::vector<ir::Node*> nodes{x->producer()};
+    for (const ir::Use& u : x->uses()) nodes.push_back(u.node);
+    moveZeroPoints(graph, nodes, x, g.y.params.elem_type, g);
+  }
+
+  /// y in x's type: the fused op's y zero point (the Q's, moved) and every reader move.
   static void moveY(ir::Graph& graph, ir::Node& fused, const ConvGroup& g) {
     const int32_t to = g.x.params.elem_type;
-    const int64_t delta = to == onnx::TensorProto::UINT8 ? 128 : -128;
-    graph.setInput(&fused, 7, graph.addInitializer("y_zero_point", ir::makeIntTensor(to, {}, {g.y.params.zero_point[0] + delta})));
+    graph.setInput(&fused, 7, graph.addInitializer("y_zero_point", ir::makeIntTensor(to, {}, {movedBy128(g.y.params.zero_point[0], to)})));
     ir::Value* y = g.y.q->output(0);
-    for (const ir::Use& u : std::vector<ir::Use>(y->uses())) {
-      std::string why;
-      const auto reader = readConstQuant(*u.node, &why);
-      QCONV_ASSERT(reader, "{}: its reader was checked: {}", g.conv->label(), why);
-      ir::Value* old = u.node->input(2);
-      graph.setInput(u.node, 2, graph.addInitializer("x_zero_point", ir::makeIntTensor(to, {}, {reader->zero_point[0] + delta})));
-      if (old) graph.pruneIfDead(old);
-    }
-    y->setElemType(to);
+    std::vector<ir::Node*> readers;
+    for (const ir::Use& u : y->uses()) readers.push_back(u.node);
+    moveZeroPoints(graph, readers, y, to, g);
   }
 
   /// The rewrite: kOperands, then input 8 B <- the bias plan (int32 at x_scale * w_scale);
