@@ -192,6 +192,15 @@ void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report)
   report.stages = pm.timings();
 }
 
+std::string inspectFailureJson(const std::string& model, int code, const std::string& error) {
+  Json j;
+  j["qconv_inspect"] = 1;
+  j["model"] = model.empty() ? Json() : Json(model);
+  j["exit_code"] = code;
+  j["error"] = printable(error);
+  return jsonText(j);
+}
+
 int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
   const auto log = stderrLogger(lines, 1);
@@ -224,14 +233,7 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
   } catch (...) {
     const auto [code, what] = failureOf(command.model);
     log->error("{}", what);
-    if (command.json) {  // one object, also when the model cannot be read
-      Json j;
-      j["qconv_inspect"] = 1;
-      j["model"] = command.model;
-      j["exit_code"] = code;
-      j["error"] = printable(what);
-      out << jsonText(j);
-    }
+    if (command.json) out << inspectFailureJson(command.model, code, what);  // one object, also then
     return code;
   }
 }

@@ -79,6 +79,9 @@ struct Item {
 /// Nothing is written.
 void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report);
 
+/// `qconv inspect --json`'s object when it describes nothing: an unreadable model, a usage error.
+std::string inspectFailureJson(const std::string& model, int code, const std::string& error);
+
 /// Convert item.input into item.output: diagnostics to `err`, what was done in `report`.
 /// Returns the exit code; never throws.
 int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,

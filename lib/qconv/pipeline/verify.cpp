@@ -22,27 +22,35 @@
 
 namespace qconv {
 
-std::string usageErrorJson(const std::string& command, const std::string& model, const std::string& error) {
+namespace {
+
+/// verify's one JSON object (docs/cli.md): for its findings, an unreadable model, or a usage error.
+std::string verifyJson(const std::string& model, const std::string& target, int code, const std::string& error,
+                       const std::vector<std::string>& dialects, size_t tensors, analysis::Severity fail_on, size_t ignored,
+                       const std::vector<analysis::Finding>& findings) {
   nlohmann::ordered_json j;
-  const auto path = model.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model);
-  if (command == "inspect") {
-    j["qconv_inspect"] = 1;
-    j["model"] = path;
-    j["exit_code"] = static_cast<int>(ExitCode::Usage);
-    j["error"] = printable(error);
-    return jsonText(j);
-  }
   j["qconv_verify"] = 1;
-  j["model"] = path;
-  j["target"] = nullptr;
-  j["exit_code"] = static_cast<int>(ExitCode::Usage);
-  j["error"] = printable(error);
-  j["dialects"] = nlohmann::ordered_json::array();
-  j["quantized_tensors"] = 0;
-  j["fail_on"] = "error";
-  j["ignored"] = 0;
+  j["model"] = model.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(model);
+  j["target"] = target.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(target);
+  j["exit_code"] = code;
+  j["error"] = error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error);
+  j["dialects"] = dialects;
+  j["quantized_tensors"] = tensors;
+  j["fail_on"] = analysis::severityName(fail_on);
+  j["ignored"] = ignored;
   j["findings"] = nlohmann::ordered_json::array();
+  for (const auto& f : findings)
+    j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message},
+                             {"severity", analysis::severityName(f.severity)}});
   return jsonText(j);
+}
+
+}  // namespace
+
+std::string usageErrorJson(const std::string& command, const std::string& model, const std::string& error) {
+  const int code = static_cast<int>(ExitCode::Usage);
+  if (command == "inspect") return inspectFailureJson(model, code, error);
+  return verifyJson(model, "", code, printable(error), {}, 0, analysis::Severity::Error, 0, {});
 }
 
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
@@ -115,21 +123,8 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
                                    [&](const analysis::Finding& f) { return f.severity >= command.fail_on; });
   if (!code) code = static_cast<int>(failing ? ExitCode::Findings : ExitCode::Ok);
   if (command.json) {  // one object, also when the model cannot be read
-    nlohmann::ordered_json j;
-    j["qconv_verify"] = 1;
-    j["model"] = command.model;
-    j["target"] = command.target.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(command.target);
-    j["exit_code"] = code;
-    j["error"] = error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error);
-    j["dialects"] = held.dialectNames();
-    j["quantized_tensors"] = held.tensors.size();
-    j["fail_on"] = analysis::severityName(command.fail_on);
-    j["ignored"] = ignored;
-    j["findings"] = nlohmann::ordered_json::array();
-    for (const auto& f : findings)
-      j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message},
-                               {"severity", analysis::severityName(f.severity)}});
-    out << jsonText(j);
+    out << verifyJson(command.model, command.target, code, error, held.dialectNames(), held.tensors.size(), command.fail_on,
+                      ignored, findings);
   } else {
     for (const auto& f : findings)
       fmt::print(out, "{}\n", printable(fmt::format("{}: {}: {}: {}: {}", command.model, f.node,
