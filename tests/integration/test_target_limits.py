@@ -366,3 +366,25 @@ def test_a_converted_8_bit_input_and_output_keep_one_representation(tmp_path, fl
     x = rng.integers(0, 256, (1, 3, 4, 4)).astype(np.uint8)
     a, b = reference.outputs(onnx.load(src), [x])[0], reference.outputs(onnx.load(dst), [x])[0]
     assert a.dtype == b.dtype == np.uint8 and np.array_equal(a, b)
+
+
+RUNS = {"onnxruntime": "run_onnxruntime", "openvino": "run_openvino", "iree": "run_iree", "tvm": "run_tvm"}
+
+
+@pytest.mark.parametrize("target", sorted(RUNS))
+def test_each_type_a_profile_takes_runs_in_its_runtime(tmp_path, target):
+    """The element types each profile accepts were measured by running the runtime (docs/targets.md);
+    this holds them to it: every type convert --target writes runs in that runtime and equals the
+    ONNX reference on the input (OpenVINO in f32: its bf16 default depends on the host)."""
+    import reference
+    import runtimes
+    run = getattr(runtimes, RUNS[target])
+    x = np.array([0.3, -1.2, 2.5, 0.05], np.float32)
+    for type_name in sorted(TAKES[target]):
+        src = typed_model(str(tmp_path / f"{type_name}.onnx"), type_name)
+        dst = str(tmp_path / f"{type_name}_{target}.onnx")
+        r = run_qconv("convert", src, dst, "--target", target)
+        assert r.returncode == 0, (type_name, r.stderr)
+        want = reference.outputs(onnx.load(src), [x])[0]
+        got = run(dst, [x], f32=True) if target == "openvino" else run(dst, [x])
+        np.testing.assert_allclose(np.asarray(got[0]).reshape(want.shape), want, rtol=0, atol=1e-6, err_msg=type_name)
