@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace qconv {
 
@@ -32,11 +33,16 @@ std::string withoutNul(const std::string& message);
 
 class Error : public std::runtime_error {
  public:
-  Error(ExitCode code, const std::string& message) : std::runtime_error(withoutNul(message)), code_(code) {}
+  /// `node`: the node the message names (its label), where it names one; the report and the
+  /// Python API carry it apart from the text.
+  Error(ExitCode code, const std::string& message, std::string node = {})
+      : std::runtime_error(withoutNul(message)), code_(code), node_(std::move(node)) {}
   ExitCode code() const { return code_; }
+  const std::string& node() const { return node_; }
 
  private:
   ExitCode code_;
+  std::string node_;
 };
 
 /// The text of errno, for a message about a failed system call.

@@ -21,6 +21,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
+#include "qconv/io/external_refs.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/op_schemas.h"
 #include "qconv/io/release_behind.h"
@@ -140,6 +141,31 @@ onnx::ModelProto parseWhole(int fd, size_t size, const std::string& path) {
 }
 
 }  // namespace
+
+InputModel parseModel(std::string_view bytes, const std::string& name) {
+  if (bytes.empty()) throw Error(ExitCode::BadInput, fmt::format("{}: no bytes, not an ONNX model", name));
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    throw Error(ExitCode::BadInput, fmt::format("{}: {} bytes is over protobuf's 2 GB message limit", name, bytes.size()));
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  const std::vector<std::string> locations = externalLocations(data, bytes.size());
+  if (!locations.empty())
+    throw Error(ExitCode::Usage,
+                fmt::format("{}: a tensor keeps its data in the external file '{}', which a model given in memory cannot "
+                            "reach: give the model's path instead (or load it with its external data)",
+                            name, locations.front()));
+  InputModel in;
+  bool parsed = false;
+  {
+    google::protobuf::io::CodedInputStream stream(data, static_cast<int>(bytes.size()));
+    stream.SetRecursionLimit(kRecursionLimit);
+    parsed = in.proto.ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage();
+  }
+  if (!parsed)
+    throw Error(ExitCode::BadInput, fmt::format("{}: not an ONNX model (protobuf parse failed: malformed, truncated, or nested "
+                                                "deeper than {} levels)", name, kRecursionLimit));
+  requireModel(in.proto, name);
+  return in;
+}
 
 onnx::ModelProto readModelFile(const std::string& path) {
   OpenFile f;

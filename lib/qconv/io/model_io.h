@@ -10,6 +10,7 @@
 #include <shared_mutex>
 #include <atomic>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,12 @@ struct InputModel {
 /// Read `path` as readModelFile does, the bytes of large initializers aside: they stay in the
 /// file, and only the pages around them are touched. Same errors.
 InputModel openModel(const std::string& path);
+
+/// A model given as its serialized bytes (the Python API's in-memory form), `name` standing for
+/// it in messages: parsed as openModel parses a file, every tensor in memory (no files). Throws
+/// Error(BadInput) when the bytes are no ONNX model, Error(Usage) when a tensor names external
+/// data (a file the bytes cannot say where to find: the path form reads it).
+InputModel parseModel(std::string_view bytes, const std::string& name);
 
 /// parse: ModelProto -> IR. Tensor bytes move, they are not copied; the spans' initializers and
 /// the external ones become file-backed (ir::Value::fileBytes, read through input.files). Throws Error(BadInput) for a broken graph (dangling
@@ -181,6 +188,12 @@ void writeTextFile(const std::string& path, const std::string& text, std::shared
 /// Throws Error(Output) naming the file, Error(Usage) when an output would replace one of
 /// `protected_files`, Error(Unsupported) when inlining passes 2 GB.
 PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, const WriteOptions& options);
+
+/// The model serialized into memory with every tensor inline, byte for byte what writeTemporary
+/// writes without external data (file-backed tensors, listed in `file_backed`, read from their
+/// files). Throws Error(Unsupported) naming `name` when that passes protobuf's 2 GB limit (the
+/// path form keeps large tensors in a data file), Error(BadInput) when a file cannot be read.
+std::string serializeModel(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& name);
 
 /// writeTemporary, then commit.
 void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options);

@@ -189,6 +189,29 @@ class FileSink : public SpliceSink {
   uint64_t written_ = 0;
 };
 
+/// Serialized pieces into a string, file ranges read with pread.
+class StringSink : public SpliceSink {
+ public:
+  explicit StringSink(std::string& out, const std::string& name) : out_(out), name_(name) {}
+  void bytes(const char* data, size_t size) override { out_.append(data, size); }
+  void fileRange(int fd, uint64_t from, uint64_t size) override {
+    const size_t start = out_.size();
+    out_.resize(start + size);
+    for (uint64_t done = 0; done < size;) {
+      const ssize_t n = pread(fd, out_.data() + start + done, size - done, static_cast<off_t>(from + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw Error(ExitCode::BadInput, fmt::format("{}: cannot read a tensor's bytes back from its file: {}", name_,
+                                                    n < 0 ? sysError() : "the file is shorter than it was"));
+      done += static_cast<uint64_t>(n);
+    }
+  }
+
+ private:
+  std::string& out_;
+  const std::string& name_;
+};
+
 /// Refuse when `name` in `folder` is a file the run reads (an output never replaces an input).
 void refuseProtected(const Folder& folder, const std::string& name, const std::string& path, const WriteOptions& options) {
   struct stat st {};
@@ -245,6 +268,21 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
   if (data) data->finish(options.durable);
   out->finish(options.durable);
   return PendingWrite(std::move(out), std::move(data), folder, path, options);
+}
+
+std::string serializeModel(onnx::ModelProto& model, const FileBacked* file_backed, const std::string& name) {
+  const InlineModel plan(model, kSpliceThreshold, file_backed);
+  if (plan.size() > static_cast<uint64_t>(INT_MAX))
+    throw Error(ExitCode::Unsupported,
+                fmt::format("{}: the converted model would be {} bytes, over protobuf's 2 GB limit for a model held in "
+                            "memory; give an output path (qconv then writes its large tensors to a data file beside it)",
+                            name, plan.size()));
+  std::string out;
+  out.reserve(plan.size());
+  StringSink sink(out, name);
+  plan.write(sink);
+  QCONV_ASSERT(out.size() == plan.size(), "{}: serialized {} bytes, expected {}", name, out.size(), plan.size());
+  return out;
 }
 
 void writeModel(onnx::ModelProto& model, const std::string& path, const WriteOptions& options) {

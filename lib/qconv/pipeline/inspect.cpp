@@ -182,11 +182,12 @@ void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report)
     io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
     onnx::ModelProto emitted = pm.timeStage("emit", [&] { return io::exportModel(model, &fileBacked); });
     const io::OpSchemas schemas;
-    pm.timeStage("check", [&] { checkEmitted(emitted, &fileBacked, model.path, schemas); });
+    pm.timeStage("check", [&] { checkEmitted(emitted, &fileBacked, model.path, schemas, options.input_bytes); });
   } catch (...) {
-    const auto [code, what] = failureOf(model.path);
-    report.exit_code = code;
-    report.error = printable(what);
+    const Failure failed = failureOf(model.path);
+    report.exit_code = failed.code;
+    report.error = printable(failed.what);
+    report.error_node = failed.node;
   }
   keepWhatWasSaid(ctx, report);
   report.stages = pm.timings();
@@ -210,9 +211,10 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
     options.format_given = command.format_given || command.target.empty();
     options.target = command.target;
     options = withTarget(options);
+    options.input_bytes = command.model_bytes;
     InspectCommand resolved = command;
     resolved.format = options.format;
-    ir::Model model = io::importModel(io::openModel(command.model), command.model);
+    ir::Model model = io::importModel(openInput(command.model, command.model_bytes), command.model);
     const Description d = describe(model);
     ItemReport run;
     run.input = command.model;
@@ -231,10 +233,10 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
     }
     return 0;
   } catch (...) {
-    const auto [code, what] = failureOf(command.model);
-    log->error("{}", what);
-    if (command.json) out << inspectFailureJson(command.model, code, what);  // one object, also then
-    return code;
+    const Failure failed = failureOf(command.model);
+    log->error("{}", failed.what);
+    if (command.json) out << inspectFailureJson(command.model, failed.code, failed.what);  // one object, also then
+    return failed.code;
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
+#include "qconv/io/model_io.h"
 #include "qconv/io/op_schemas.h"
 #include "qconv/pipeline/report.h"
 #include "qconv/pipeline/run.h"
@@ -98,16 +99,25 @@ PassOptions passOptionsOf(const ConvertOptions& options);
 /// What the passes said and rewrote, into the report.
 void keepWhatWasSaid(const PassContext& ctx, ItemReport& report);
 
-/// The exit code and the message of the exception being handled: call it in a catch block.
-/// An Error's own code; std::bad_alloc exit 6 (naming `input`); anything else 70.
-std::pair<int, std::string> failureOf(const std::string& input);
+/// The exception being handled, as a command reports it: call failureOf in a catch block.
+struct Failure {
+  int code;          // an Error's own code; std::bad_alloc 6; anything else 70
+  std::string what;  // the message (std::bad_alloc's names `input`)
+  std::string node;  // the node an Error names (Error::node), or empty
+};
+Failure failureOf(const std::string& input);
+
+/// The model a command reads: the file `path`, or (the Python API) the serialized `bytes`,
+/// which `path` then names in messages (io::parseModel).
+io::InputModel openInput(const std::string& path, const std::string_view* bytes);
 
 /// The check stage of every command (convert's before the rename, verify's and inspect's in
 /// memory): the ONNX checker on an emitted model. When it fails, the input's fault
 /// (Error(BadInput), "<input>: invalid model: <the checker's words on the input>") when the
 /// input fails it too, else qconv's (Error(Internal)).
+/// `input_bytes`: the input as the API gave it, else null (read from `input`).
 void checkEmitted(onnx::ModelProto& emitted, const io::FileBacked* file_backed, const std::string& input,
-                  const io::OpSchemas& schemas);
+                  const io::OpSchemas& schemas, const std::string_view* input_bytes = nullptr);
 
 /// Flags that contradict each other: Error(Usage).
 void checkFlags(const ConvertOptions& options);

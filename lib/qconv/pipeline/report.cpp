@@ -45,6 +45,7 @@ Json itemJson(const ItemReport& r) {
   j["data_file"] = r.data_file.empty() ? Json() : Json(r.data_file);
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? Json() : Json(r.error);
+  j["error_node"] = r.error_node.empty() ? Json() : Json(r.error_node);
   j["dialects"] = r.dialects;
   j["quantized_tensors"] = r.quantized_tensors;
   Json groups = Json::array();

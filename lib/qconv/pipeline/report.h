@@ -19,6 +19,7 @@ struct ItemReport {
   std::string data_file;  // the output's data file, when it has one
   int exit_code = 0;
   std::string error;  // the diagnostic of a failed conversion (what stderr said), else empty
+  std::string error_node;  // the node that diagnostic names (Error::node), where it names one
   std::vector<std::string> dialects;  // what the input holds (analysis::contentsOf), as inspect and verify say
   size_t quantized_tensors = 0;
   std::vector<Said> said;

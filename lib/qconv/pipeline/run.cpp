@@ -39,14 +39,20 @@ namespace {
 
 /// --inline-data: refused before any pass when the tensors the graph reads pass protobuf's 2 GB
 /// limit already (their sizes follow from their dims), instead of after the work, at the write.
-void refuseInlineOver2GB(const ir::Model& model, const std::string& input) {
+/// The same for a conversion into memory (the Python API without an output path).
+void refuseInlineOver2GB(const ir::Model& model, const std::string& input, bool in_memory) {
   uint64_t bytes = 0;
   for (const ir::Value* v : model.graph.initializers())
     if (!v->uses().empty() || v->isGraphOutput()) bytes += ir::dataBytes(*v->initializer()).value_or(0);
-  if (bytes > static_cast<uint64_t>(INT_MAX))
+  if (bytes <= static_cast<uint64_t>(INT_MAX)) return;
+  if (in_memory)
     throw Error(ExitCode::Unsupported,
-                fmt::format("{}: --inline-data: the tensors the graph reads hold {} bytes, over protobuf's 2 GB limit; "
-                            "keep its external data (drop --inline-data)", input, bytes));
+                fmt::format("{}: the tensors the graph reads hold {} bytes, over protobuf's 2 GB limit for a model held "
+                            "in memory; give an output path (qconv then writes them to a data file beside it)",
+                            input, bytes));
+  throw Error(ExitCode::Unsupported,
+              fmt::format("{}: --inline-data: the tensors the graph reads hold {} bytes, over protobuf's 2 GB limit; "
+                          "keep its external data (drop --inline-data)", input, bytes));
 }
 
 
@@ -76,12 +82,16 @@ void checkOutputPath(const std::string& path) {
 
 }  // namespace
 
+io::InputModel openInput(const std::string& path, const std::string_view* bytes) {
+  return bytes ? io::parseModel(*bytes, path) : io::openModel(path);
+}
+
 void checkEmitted(onnx::ModelProto& emitted, const io::FileBacked* file_backed, const std::string& input,
-                  const io::OpSchemas& schemas) {
+                  const io::OpSchemas& schemas, const std::string_view* input_bytes) {
   const std::string why = io::checkModel(emitted, file_backed, &schemas);
   if (why.empty()) return;
   // The input is only read again here, on this path: a valid model pays for one checker run.
-  onnx::ModelProto model = io::readModelFile(input);
+  onnx::ModelProto model = input_bytes ? io::parseModel(*input_bytes, input).proto : io::readModelFile(input);
   if (std::string input_why = io::checkModel(model, nullptr, &schemas); !input_why.empty())
     throw Error(ExitCode::BadInput, fmt::format("{}: invalid model: {}", input, input_why));
   throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
@@ -220,7 +230,8 @@ struct ConvertProgress {
 
 void convert(const ConvertOptions& options, const Item& item, ItemReport& report, spdlog::logger& log,
              std::ostream& out, ConvertProgress& progress) {
-  checkOutputPath(item.output);
+  const bool in_memory = options.output_bytes != nullptr;
+  if (!in_memory) checkOutputPath(item.output);
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   struct KeepTimings {  // what was timed, also when a stage throws
     PassManager& pm;
@@ -234,7 +245,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     ~KeepSaid() { keepWhatWasSaid(ctx, report); }
   } keepSaid{ctx, report};
 
-  io::InputModel input = pm.timeStage("read", [&] { return io::openModel(item.input); });
+  io::InputModel input = pm.timeStage("read", [&] { return openInput(item.input, options.input_bytes); });
   const std::shared_ptr<io::ExternalFiles> files = input.files;  // what the file-backed tensors read from
   ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), item.input); });
   bool nothing_quantized = false;
@@ -249,8 +260,8 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   }
   // the output has external data when the input has: what the passes make then goes straight
   // beside the output, where the writer takes it as the data file (io::KeptFile)
-  const bool external_data = files && !files->identities().empty() && !options.inline_data;
-  if (options.inline_data) refuseInlineOver2GB(model, item.input);
+  const bool external_data = files && !files->identities().empty() && !options.inline_data && !in_memory;
+  if (options.inline_data || in_memory) refuseInlineOver2GB(model, item.input, in_memory);
   if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
   pm.run(model, ctx, options.dump ? &out : nullptr);
@@ -274,7 +285,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     write.external_data = external_data;
     write.kept = files->kept();
   }
-  if (struct stat st {}; stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
+  if (struct stat st {}; !options.input_bytes && stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
     own.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
   std::sort(own.begin(), own.end());
   if (item.protected_files) write.protected_files = *item.protected_files;  // the plan's (sorted): what the run reads
@@ -302,11 +313,20 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     }
     return m;
   });
+  if (in_memory) {  // the API's: the checker judges the model, then it is serialized
+    pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
+    *options.output_bytes = pm.timeStage("write", [&] { return io::serializeModel(result, &fileBacked, item.input); });
+    if (nothing_quantized)
+      log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
+               analysis::kNothingQuantized);
+    log.info("{}: converted in memory: {}", item.input, summary(ctx));
+    return;
+  }
   // The ONNX checker judges the output before it is renamed into place.
   progress.stage = ConvertProgress::kWriting;
   io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
   progress.stage = ConvertProgress::kChecking;
-  pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas); });
+  pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
   report.data_file = pending.dataFile();
   progress.stage = ConvertProgress::kCommitting;
   pm.timeStage("commit", [&] { pending.commit(); });
@@ -340,25 +360,26 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
         err.write(fmt::format("qconv: info: {}: time: {:<20} {:9.2f} ms\n", printable(item.input), t.name, t.milliseconds));
     return 0;
   } catch (...) {
-    const auto [code, what] = failureOf(item.input);
-    log.error("{}", what);
-    report.exit_code = code;
-    report.error = printable(what);
-    return code;
+    const Failure failed = failureOf(item.input);
+    log.error("{}", failed.what);
+    report.exit_code = failed.code;
+    report.error = printable(failed.what);
+    report.error_node = failed.node;
+    return failed.code;
   }
 }
 
-std::pair<int, std::string> failureOf(const std::string& input) {
+Failure failureOf(const std::string& input) {
   try {
     throw;
   } catch (const Error& e) {
-    return {static_cast<int>(e.code()), e.what()};
+    return {static_cast<int>(e.code()), e.what(), e.node()};
   } catch (const std::bad_alloc&) {
     return {static_cast<int>(ExitCode::OutOfMemory),
             fmt::format("{}: out of memory: the conversion needs more memory than this process may have (ulimit -v, "
-                        "a cgroup's limit); nothing was written", input)};
+                        "a cgroup's limit); nothing was written", input), ""};
   } catch (const std::exception& e) {
-    return {static_cast<int>(ExitCode::Internal), fmt::format("internal error: {}", e.what())};
+    return {static_cast<int>(ExitCode::Internal), fmt::format("internal error: {}", e.what()), ""};
   }
 }
 
@@ -377,12 +398,20 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
   report.target = options.target;
   int code = 0;
   std::shared_ptr<const io::Folder> report_folder;  // the plan's: the report goes where it was checked
-  if (!options.out_dir.empty() || !options.inputs.empty()) {
+  const bool batch = !options.out_dir.empty() || !options.inputs.empty();
+  if (batch && (options.input_bytes || options.output_bytes)) {
+    stderrLogger(lines, options.verbosity)->error("a batch (--out-dir) converts files: in-memory models go one at a time");
+    return static_cast<int>(ExitCode::Usage);
+  }
+  if (batch) {
     code = runBatch(options, out, lines, report, report_folder);
   } else {
     WritePlan plan;
     try {
-      plan = planWrites({options.input}, {options.output}, options.report);
+      std::vector<std::string> inputs, outputs;  // the files of the run (in memory: none)
+      if (!options.input_bytes) inputs.push_back(options.input);
+      if (!options.output_bytes) outputs.push_back(options.output);
+      plan = planWrites(inputs, outputs, options.report);
     } catch (const Error& e) {  // before anything is read or written
       stderrLogger(lines, options.verbosity)->error("{}", e.what());
       return static_cast<int>(e.code());
@@ -391,16 +420,19 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
     report.items.emplace_back();
     Item item{options.input, options.output, schemas, nullptr, false};
     item.protected_files = &plan.protected_files;
-    item.folder = plan.folders[0];
+    if (!options.output_bytes) item.folder = plan.folders[0];
     report_folder = plan.report_folder;
     code = convertItem(options, item, report.items.back(), lines, out);
   }
   report.exit_code = code;
   // a run refused before it started (a usage error, the write plan) writes nothing, no report either
-  if (options.report.empty() || report.items.empty()) return code;
+  if ((options.report.empty() && !options.report_json) || report.items.empty()) return code;
   report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  const std::string json = reportJson(report);
+  if (options.report_json) *options.report_json = json;
+  if (options.report.empty()) return code;
   try {
-    io::writeTextFile(options.report, reportJson(report), report_folder);
+    io::writeTextFile(options.report, json, report_folder);
   } catch (const Error& e) {
     stderrLogger(lines, options.verbosity)->error("{}", e.what());
     return std::max(code, static_cast<int>(e.code()));

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "qconv/analysis/verify.h"
@@ -45,6 +46,14 @@ struct ConvertOptions {
   bool progress = false;
   int progress_delay_ms = 1000;     // shown only past this
   int verbosity = 1;                // 0 (-q) errors; 1 warnings and one summary line; 2 (-v) notes; 3 (-vv) debug
+  /// The Python API's in-memory ends (null: none; a lone conversion only). input_bytes: the
+  /// serialized input model, parsed instead of reading the file `input`, which then only names
+  /// it in messages (io::parseModel); output_bytes: receives the converted model, serialized with
+  /// every tensor inline (io::serializeModel), instead of the file `output` being written.
+  const std::string_view* input_bytes = nullptr;
+  std::string* output_bytes = nullptr;
+  /// Receives the report's JSON (what --report writes), --report given or not.
+  std::string* report_json = nullptr;
 };
 
 /// `options` with --target applied: the target's format where --format was not given, its
@@ -71,6 +80,7 @@ struct VerifyCommand {
   analysis::Severity fail_on = analysis::Severity::Error;
   std::vector<std::string> ignore;  // --ignore KIND: these kinds are set aside (checked: findingKinds())
   int verbosity = 1;
+  const std::string_view* model_bytes = nullptr;  // the Python API's: the model's bytes, `model` naming them
 };
 
 /// Findings on `out`, one line each (or JSON); diagnostics on `err`. Returns 0 when no finding
@@ -89,6 +99,7 @@ struct InspectCommand {
   Format format = Format::Qop;  // the conversion to dry-run
   bool format_given = false;    // else the target's default format (qop without a target)
   std::string target;           // --target: dry-run the conversion for this runtime
+  const std::string_view* model_bytes = nullptr;  // the Python API's: the model's bytes, `model` naming them
 };
 
 /// 'qconv targets': one line per target (name, format, what it writes, the runtime measured).

@@ -70,7 +70,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   int code = 0;
   std::string error;
   try {
-    ir::Model model = io::importModel(io::openModel(command.model), command.model);
+    ir::Model model = io::importModel(openInput(command.model, command.model_bytes), command.model);
     const TargetProfile* target = nullptr;
     if (!command.target.empty() && !(target = findTarget(command.target)))
       throw Error(ExitCode::Usage, fmt::format("--target {}: no such target ('qconv targets' lists them)", command.target));
@@ -83,7 +83,8 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
       options.target = command.target;
       options.format_given = false;
       options = withTarget(options);
-      ir::Model again = io::importModel(io::openModel(command.model), command.model);
+      options.input_bytes = command.model_bytes;
+      ir::Model again = io::importModel(openInput(command.model, command.model_bytes), command.model);
       ItemReport run;
       dryRun(again, options, run);
       for (const Said& s : run.said) {
@@ -103,12 +104,12 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
     onnx::ModelProto emitted = io::exportModel(model, &fileBacked);
     const io::OpSchemas schemas;
-    checkEmitted(emitted, &fileBacked, command.model, schemas);
+    checkEmitted(emitted, &fileBacked, command.model, schemas, command.model_bytes);
   } catch (...) {
-    const auto [failed, what] = failureOf(command.model);
-    log->error("{}", what);
-    code = failed;
-    error = printable(what);
+    const Failure failed = failureOf(command.model);
+    log->error("{}", failed.what);
+    code = failed.code;
+    error = printable(failed.what);
   }
   if (!code && held.quantizesNothing())
     findings.push_back({"no-quantization", command.model, "", analysis::kNothingQuantized,

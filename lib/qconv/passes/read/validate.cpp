@@ -60,7 +60,9 @@ void checkScaleValues(const std::vector<float>& s, const std::function<Error(Exi
 bool blockedDequantize(const ir::Node& n) { return n.opType() == "DequantizeLinear" && n.attrInt("block_size", 0) != 0; }
 
 void checkQuantParams(const ir::Node& n, const std::string& where) {
-  auto bad = [&](ExitCode code, const std::string& what) { return Error(code, fmt::format("{}: {}", where, what)); };
+  auto bad = [&](ExitCode code, const std::string& what) {
+    return Error(code, fmt::format("{}: {}", where, what), n.label());
+  };
   const ir::Value* scale = n.inputs().size() > 1 ? n.input(1) : nullptr;
   const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
   if (scale && !scale->isConstant() && scale->producer() && scale->producer()->is("Constant")) {
@@ -135,7 +137,7 @@ struct Validate {
   Match<Group> select(ir::Node& n) {
     const std::string where = fmt::format("{}: node '{}' ({})", path, n.label(), n.opType());
     if (n.domain().empty() && !isKnownOperator(n.opType(), opset))  // (1)
-      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset));
+      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset), n.label());
     if ((n.opType() == "QuantizeLinear" || n.opType() == "DequantizeLinear") && (n.domain().empty() || n.domain() == "com.microsoft"))
       checkQuantParams(n, where);  // (2)
     return Match<Group>::none();

@@ -43,7 +43,8 @@ void refuseForeignOps(ir::Model& model, PassContext& ctx) {
   if (why.empty()) why = fmt::format("{}::{} has no standard ONNX form in qconv", first.domain(), first.opType());
   throw Error(ExitCode::Unsupported,
               fmt::format("{}: {}: {}{}", ctx.path(), first.label(), why,
-                          rule.left.size() > 1 ? fmt::format(" (and {} more nodes refused)", rule.left.size() - 1) : ""));
+                          rule.left.size() > 1 ? fmt::format(" (and {} more nodes refused)", rule.left.size() - 1) : ""),
+              first.label());
 }
 
 }  // namespace qconv

@@ -1,0 +1,158 @@
+// qconv._qconv: the Python binding (nanobind). As thin as tools/qconv_main.cpp: each function
+// binds its arguments to the library's options struct, releases the GIL, and calls the same
+// entry point the CLI calls (qconv::run, qconv::verify, qconv::inspect). What the CLI prints
+// comes back as text (stdout, stderr) with the exit code; qconv/__init__.py turns it into
+// results, logging records and exceptions.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "qconv/io/model_io.h"
+#include "qconv/pipeline/run.h"
+#include "qconv/targets/target.h"
+#include "qconv_version.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+/// (exit code, stdout, stderr, the report's JSON, the converted model's bytes or None)
+using ConvertReturn = std::tuple<int, std::string, std::string, std::string, std::optional<nb::bytes>>;
+
+/// One `qconv convert`: `input` (a path, or the name of `input_bytes`) into `output` (a path,
+/// or, with `to_memory`, the bytes returned); a batch when `out_dir` is given.
+ConvertReturn convert(const std::string& input, std::optional<nb::bytes> input_bytes, const std::string& output,
+                      bool to_memory, const std::vector<std::string>& inputs, const std::string& out_dir, int jobs,
+                      const std::string& report, const std::string& format, const std::string& target,
+                      const std::vector<std::string>& passes, bool dump, bool time_passes, bool raise_weight_scale,
+                      bool approximate, bool annotate, bool inline_data, bool fsync, int32_t weight_type,
+                      int32_t activation_type, bool check_saturation, bool contrib, int64_t opset, bool require_change,
+                      int verbosity) {
+  qconv::ConvertOptions o;
+  o.input = input;
+  o.output = output;
+  o.inputs = inputs;
+  o.out_dir = out_dir;
+  o.jobs = jobs;
+  o.report = report;
+  o.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+  o.format_given = !format.empty();
+  o.target = target;
+  o.passes = passes;
+  o.dump = dump;
+  o.time_passes = time_passes;
+  o.raise_weight_scale = raise_weight_scale;
+  o.approximate = approximate;
+  o.annotate = annotate;
+  o.inline_data = inline_data;
+  o.fsync = fsync;
+  o.weight_type = weight_type;
+  o.activation_type = activation_type;
+  o.check_saturation = check_saturation;
+  o.contrib = contrib;
+  o.opset = opset;
+  o.require_change = require_change;
+  o.verbosity = verbosity;
+  std::string_view in_view;
+  if (input_bytes) {  // the bytes object lives as long as this call: read in place, not copied
+    in_view = std::string_view(input_bytes->c_str(), input_bytes->size());
+    o.input_bytes = &in_view;
+  }
+  std::string converted, report_json;
+  if (to_memory) o.output_bytes = &converted;
+  o.report_json = &report_json;
+  std::ostringstream out, err;
+  int code = 0;
+  {
+    nb::gil_scoped_release unlocked;  // conversions from several threads run at once
+    code = qconv::run(o, out, err);
+  }
+  std::optional<nb::bytes> result;
+  if (to_memory && code == 0) result = nb::bytes(converted.data(), converted.size());
+  return {code, out.str(), err.str(), report_json, std::move(result)};
+}
+
+/// `qconv verify MODEL --json`: (exit code, the JSON object, stderr).
+std::tuple<int, std::string, std::string> verify(const std::string& model, std::optional<nb::bytes> model_bytes,
+                                                  const std::string& target, int fail_on, bool symmetric,
+                                                  const std::vector<std::string>& ignore) {
+  qconv::VerifyCommand c;
+  c.model = model;
+  c.json = true;
+  c.symmetric = symmetric;
+  c.target = target;
+  c.fail_on = static_cast<qconv::analysis::Severity>(fail_on);
+  c.ignore = ignore;
+  std::string_view view;
+  if (model_bytes) {
+    view = std::string_view(model_bytes->c_str(), model_bytes->size());
+    c.model_bytes = &view;
+  }
+  std::ostringstream out, err;
+  int code = 0;
+  {
+    nb::gil_scoped_release unlocked;
+    code = qconv::verify(c, out, err);
+  }
+  return {code, out.str(), err.str()};
+}
+
+/// `qconv inspect MODEL --json`: (exit code, the JSON object, stderr).
+std::tuple<int, std::string, std::string> inspect(const std::string& model, std::optional<nb::bytes> model_bytes,
+                                                  const std::string& target, const std::string& format) {
+  qconv::InspectCommand c;
+  c.model = model;
+  c.json = true;
+  c.target = target;
+  c.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+  c.format_given = !format.empty();
+  std::string_view view;
+  if (model_bytes) {
+    view = std::string_view(model_bytes->c_str(), model_bytes->size());
+    c.model_bytes = &view;
+  }
+  std::ostringstream out, err;
+  int code = 0;
+  {
+    nb::gil_scoped_release unlocked;
+    code = qconv::inspect(c, out, err);
+  }
+  return {code, out.str(), err.str()};
+}
+
+/// The targets, as `qconv targets` lists them: (name, format, summary, runtime).
+std::vector<std::tuple<std::string, std::string, std::string, std::string>> targets() {
+  std::vector<std::tuple<std::string, std::string, std::string, std::string>> all;
+  for (const qconv::TargetProfile& t : qconv::targetProfiles())
+    all.emplace_back(std::string(t.name), t.default_qop ? "qop" : "qdq", std::string(t.summary), std::string(t.runtime));
+  return all;
+}
+
+}  // namespace
+
+NB_MODULE(_qconv, m) {
+  m.doc() = "qconv's engine (the library the qconv command runs); the API is the qconv package";
+  m.def("convert", &convert, nb::arg("input"), nb::arg("input_bytes").none(), nb::arg("output"), nb::arg("to_memory"),
+        nb::arg("inputs"), nb::arg("out_dir"), nb::arg("jobs"), nb::arg("report"), nb::arg("format"),
+        nb::arg("target"), nb::arg("passes"), nb::arg("dump"), nb::arg("time_passes"),
+        nb::arg("raise_weight_scale"), nb::arg("approximate"), nb::arg("annotate"), nb::arg("inline_data"),
+        nb::arg("fsync"), nb::arg("weight_type"), nb::arg("activation_type"), nb::arg("check_saturation"),
+        nb::arg("contrib"), nb::arg("opset"), nb::arg("require_change"), nb::arg("verbosity"));
+  m.def("verify", &verify, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("fail_on"),
+        nb::arg("symmetric"), nb::arg("ignore"));
+  m.def("inspect", &inspect, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("format"));
+  m.def("targets", &targets);
+  m.attr("version") = QCONV_VERSION;
+  m.attr("commit") = QCONV_COMMIT;
+  m.attr("built_with") = qconv::io::builtWith();
+  m.attr("onnx_version") = QCONV_ONNX_VERSION;
+}

@@ -1,0 +1,18 @@
+"""`python -m qconv ...` and the `qconv` console script: the qconv command itself.
+
+The wheel carries the command built from the same sources as the extension (qconv/bin/qconv);
+this replaces the Python process with it, so flags, messages, exit codes and signals are the
+command's own.
+"""
+
+import os
+import sys
+
+
+def main() -> None:
+    exe = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "qconv")
+    os.execv(exe, [exe, *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    main()
