@@ -237,13 +237,17 @@ def _source(model: ModelLike, what: str) -> Tuple[str, Optional[bytes]]:
         return path, None
     if isinstance(model, (bytes, bytearray, memoryview)):
         return _MEMORY, bytes(model)
-    if hasattr(model, "SerializeToString") and hasattr(model, "ByteSize"):  # an onnx.ModelProto
-        if model.ByteSize() > _TWO_GB:
+    if hasattr(model, "SerializeToString"):  # an onnx.ModelProto
+        try:
+            size = model.ByteSize()
+            data = model.SerializeToString() if size <= _TWO_GB else None
+        except Exception:  # protobuf cannot even measure one past 2 GB (EncodeError)
+            data = None
+        if data is None:
             raise UnsupportedModelError(
-                f"{_MEMORY}: the ModelProto holds {model.ByteSize()} bytes, over protobuf's 2 GB limit for one "
-                "serialized model: save it with its external data (onnx.save(..., save_as_external_data=True)) and "
-                "give qconv its path", None, 4)
-        return _MEMORY, model.SerializeToString()
+                f"{_MEMORY}: the ModelProto passes protobuf's 2 GB limit for one serialized model: save it with its "
+                "external data (onnx.save(..., save_as_external_data=True)) and give qconv its path", None, 4)
+        return _MEMORY, data
     raise _usage(f"{what}: give a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
 
 

@@ -1,0 +1,92 @@
+"""The wheel installs where nothing was built (issue 37, deliverable 2): a new venv holding
+nothing but pip, the wheel file installed into it, the command and the API run from a folder
+outside the repository; nothing they load resolves outside the wheel but the C and C++
+runtime libraries; auditwheel names a manylinux policy."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from wheel_env import EXAMPLE, ROOT
+
+# What a manylinux policy lets a wheel take from the system (auditwheel's whitelist, the part
+# qconv's files link): the C and C++ runtimes, and zlib (protobuf's).
+SYSTEM = {"linux-vdso.so.1", "libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2",
+          "libpthread.so.0", "libdl.so.2", "librt.so.1", "libz.so.1"}
+
+
+@pytest.fixture(scope="module")
+def fresh(wheel, tmp_path_factory):
+    """(the new venv, a folder outside the repository)."""
+    base = tmp_path_factory.mktemp("fresh")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    listed = subprocess.run([str(venv / "bin" / "pip"), "list", "--format=freeze"], capture_output=True, text=True)
+    assert {line.split("==")[0] for line in listed.stdout.split()} <= {"pip", "setuptools"}  # nothing but pip
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", wheel],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    work = base / "work"
+    work.mkdir()
+    assert not str(work).startswith(ROOT)
+    return venv, work
+
+
+def test_the_command_runs_from_the_fresh_venv(fresh):
+    venv, work = fresh
+    out = work / "small_cnn_qop.onnx"
+    r = subprocess.run([str(venv / "bin" / "qconv"), "convert", EXAMPLE, str(out), "--format", "qop"],
+                       capture_output=True, text=True, cwd=str(work), env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert "3 QLinearConv" in r.stderr and out.stat().st_size > 0
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "qconv", "verify", str(out), "--target", "onnxruntime",
+                        "--ignore", "saturation"], capture_output=True, text=True, cwd=str(work))
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_api_runs_from_the_fresh_venv(fresh):
+    venv, work = fresh
+    script = f"""
+import os, qconv, onnx
+assert qconv.__file__.startswith({str(venv)!r}), qconv.__file__
+r = qconv.convert({EXAMPLE!r}, target="openvino")
+assert isinstance(r.model, onnx.ModelProto)
+print(qconv.__version__, qconv.onnx_version, len(r.model.graph.node), r.summary)
+"""
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, cwd=str(work),
+                       env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("0.1.0 1.23.2 ")
+
+
+def test_nothing_resolves_outside_the_wheel_but_the_c_and_cxx_runtimes(fresh):
+    venv, _ = fresh
+    site = glob.glob(str(venv / "lib" / "python3*" / "site-packages"))[0]
+    files = glob.glob(os.path.join(site, "qconv", "_qconv*.so")) + [os.path.join(site, "qconv", "bin", "qconv")]
+    assert len(files) == 2
+    for f in files:
+        r = subprocess.run(["ldd", f], capture_output=True, text=True, check=True)
+        libs = [line.split()[0] for line in r.stdout.splitlines() if line.strip()]
+        for line in r.stdout.splitlines():
+            name = os.path.basename(line.split()[0])
+            where = line.split("=>")[1].split("(")[0].strip() if "=>" in line else ""
+            if name in SYSTEM:
+                continue
+            assert "not found" not in line, line
+            assert os.path.realpath(where).startswith(os.path.realpath(os.path.join(site, "qconv.libs"))), line
+        grafted = [os.path.basename(x) for x in libs if "qconv.libs" in x or re.search(r"-[0-9a-f]{8}\.so", x)]
+        assert {g.split("-")[0] for g in grafted} >= {"libprotobuf", "libspdlog", "libfmt"}, r.stdout
+
+
+def test_auditwheel_names_a_manylinux_policy(wheel):
+    auditwheel = os.path.join(ROOT, "build", "deps", "wheel-tools", "bin", "auditwheel")
+    r = subprocess.run([auditwheel, "show", wheel], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert re.search(r'consistent with the following platform tag: "manylinux_2_\d+_x86_64"', text), text
+    assert re.search(r"manylinux_2_\d+_x86_64\.whl$", wheel)

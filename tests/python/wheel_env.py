@@ -1,0 +1,24 @@
+"""What the Python API's tests share: the repository, the bundled example, and the commands (the
+wheel's `qconv`, and build/tools/qconv for comparison)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sysconfig
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
+
+
+def wheel_cli() -> str:
+    """The `qconv` console script the wheel installed into this environment."""
+    return os.path.join(sysconfig.get_path("scripts"), "qconv")
+
+
+def run_cli(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([wheel_cli(), *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def build_cli() -> str:
+    """The command scripts/setup.sh builds (build/tools/qconv), from the same sources."""
+    return os.environ.get("QCONV_BIN", os.path.join(ROOT, "build", "tools", "qconv"))
