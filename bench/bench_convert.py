@@ -6,7 +6,7 @@ Each is timed as a whole process (median of --runs, the tools taking turns), wri
 output and replacing one, with its peak RSS from GNU time. --scaling adds the same graph at
 four sizes from 10 MB to 2.3 GB (inline and external data), against the floor.
 
-    .venv/bin/python bench/bench_convert.py [--runs 21] [--scaling] [--qop-to-qdq] [--targets [--baseline BIN]]
+    .venv/bin/python bench/bench_convert.py [--runs 21] [--scaling] [--qop-to-qdq] [--api] [--targets [--baseline BIN]]
                                             [--work DIR] [--markdown FILE]
 
 Not a test: nothing here asserts a time.
@@ -306,6 +306,42 @@ def resnet50(tools: Tools, runs: int) -> list[str]:
     return lines
 
 
+def api(tools: Tools, runs: int, models: list[tuple[str, str]]) -> list[str]:
+    """The Python API (the installed wheel, issue 37) beside the CLI, in this one run: for each
+    model, the CLI as a whole process (as above), and in this warm Python process the API by path
+    (a file written, as the CLI writes it), bytes in and bytes out, and a path in with an
+    onnx.ModelProto out (its parse included). 'over run()' is the API's time less the time the
+    library's run() itself took (the report's "ms"): what the binding and the Python around it
+    add to the conversion the CLI makes in-process."""
+    try:
+        import qconv
+    except ImportError:
+        return ["(no qconv package in this environment: scripts/test.sh installs the wheel into .venv)"]
+    lines = [f"qconv {qconv.__version__} (commit {qconv.__commit__}), median of {runs} runs each", "",
+             "| model | way | time (ms) | over run() (ms) |", "|---|---|---:|---:|"]
+    for label, src in models:
+        out = os.path.join(tools.work, "api.onnx")
+        data = open(src, "rb").read()
+        cli = measure([("cli", [tools.qconv, "convert", src, out, "--format", "qop", "-q"], out)], runs, tools.work,
+                      fresh=False)["cli"][0]
+        ways = {"API, path -> path": lambda: qconv.convert(src, out, format="qop", quiet=True),
+                "API, bytes -> bytes": lambda: qconv.convert(data, format="qop", quiet=True),
+                "API, path -> ModelProto": lambda: qconv.convert(src, format="qop", quiet=True)}
+        lines.append(f"| {label} | CLI (whole process) | {cli * 1000:.1f} | |")
+        for way, call in ways.items():
+            times, over = [], []
+            for _ in range(runs):
+                start = time.perf_counter()
+                r = call()
+                if way.endswith("ModelProto"):
+                    assert r.model is not None
+                times.append(time.perf_counter() - start)
+                over.append(times[-1] - r.report["ms"] / 1000)
+            lines.append(f"| {label} | {way} | {statistics.median(times) * 1000:.1f} | "
+                         f"{statistics.median(over) * 1000:.2f} |")
+    return lines
+
+
 def resnet50_qop_to_qdq(tools: Tools, runs: int) -> list[str]:
     """QOp -> QDQ (issue 14): the ResNet-50-shape model in the QOp form onnxruntime's offline fusion
     writes (QLinearConv, com.microsoft QLinearAdd, QLinearMatMul), converted to QDQ by qconv, beside
@@ -411,6 +447,7 @@ def main() -> None:
     ap.add_argument("--qop-to-qdq", action="store_true", help="also the model's QOp form -> QDQ (issue 14)")
     ap.add_argument("--contrib", action="store_true", help="qconv --format qop with --contrib (com.microsoft ops too)")
     ap.add_argument("--targets", action="store_true", help="also every --target beside today's formats")
+    ap.add_argument("--api", action="store_true", help="also the Python API (the installed wheel) beside the CLI")
     ap.add_argument("--baseline", help="with --targets: another qconv binary timed beside (the one before --target)")
     ap.add_argument("--work", help="folder for the models, created when missing (default: a temporary folder)")
     ap.add_argument("--markdown", help="also write the results to this file")
@@ -425,6 +462,12 @@ def main() -> None:
             more = resnet50_qop_to_qdq(tools, args.runs)
             print("\n" + "\n".join(more), flush=True)
             lines += ["", "QOp -> QDQ:", ""] + more
+        if args.api:
+            more = api(tools, args.runs, [("bundled example", os.path.join(ROOT, "test_data", "examples",
+                                                                             "small_cnn_qdq.onnx")),
+                                          ("ResNet-50 shape", os.path.join(work, "resnet50_qdq.onnx"))])
+            print("\n" + "\n".join(more), flush=True)
+            lines += ["", "Python API:", ""] + more
         if args.targets:
             more = targets(tools, args.runs, args.baseline)
             print("\n" + "\n".join(more), flush=True)
