@@ -175,3 +175,77 @@ TEST_CASE("the same input and flags give byte-identical output") {
   };
   REQUIRE(slurp(d / "a.onnx") == slurp(d / "b.onnx"));
 }
+
+namespace {
+/// run() with the Python API's in-memory ends: `in` bytes (named `name`), the result's bytes and report.
+int convertInMemory(const std::string& in, std::string* out, std::string* report, std::string* err,
+                    const std::string& output_path = "") {
+  qconv::ConvertOptions o;
+  o.input = "<memory>";
+  o.output = output_path.empty() ? "<memory>" : output_path;
+  const std::string_view bytes(in);
+  o.input_bytes = &bytes;
+  if (output_path.empty()) o.output_bytes = out;
+  o.report_json = report;
+  std::ostringstream os, es;
+  const int rc = qconv::run(o, os, es);
+  *err = es.str();
+  return rc;
+}
+}  // namespace
+
+TEST_CASE("in memory: bytes in, bytes out, equal to the file the path form writes; no file touched") {
+  Dir d;
+  std::string in;
+  REQUIRE(convModel({}).proto().SerializeToString(&in));
+  qconv::io::writeModelAtomically(convModel({}).proto(), d / "in.onnx");
+  std::string err;
+  REQUIRE(convert(d / "in.onnx", d / "out.onnx", &err) == 0);
+  std::ifstream f(d / "out.onnx", std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string out, report;
+  REQUIRE(convertInMemory(in, &out, &report, &err) == 0);
+  REQUIRE(out == file);
+  REQUIRE(err.find("qconv: info: <memory>: converted in memory: 1 QLinearConv") != std::string::npos);
+  REQUIRE(report.find("\"exit_code\": 0") != std::string::npos);
+  REQUIRE(d.files() == 2);
+  // bytes in, a file out: the same file
+  REQUIRE(convertInMemory(in, nullptr, &report, &err, d / "from_bytes.onnx") == 0);
+  std::ifstream g(d / "from_bytes.onnx", std::ios::binary);
+  REQUIRE(std::string((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>()) == file);
+}
+
+TEST_CASE("in memory: no model, a model naming external data, an invalid one; the error names its node") {
+  std::string out, report, err;
+  REQUIRE(convertInMemory("garbage", &out, &report, &err) == static_cast<int>(qconv::ExitCode::BadInput));
+  REQUIRE(err.rfind("qconv: error: <memory>: not an ONNX model (protobuf parse failed", 0) == 0);
+  REQUIRE(out.empty());
+
+  auto ext = convModel({});
+  auto* w = ext.graph().mutable_initializer(0);
+  w->set_data_location(TensorProto::EXTERNAL);
+  auto* loc = w->add_external_data();
+  loc->set_key("location");
+  loc->set_value("weights.bin");
+  std::string in;
+  REQUIRE(ext.proto().SerializeToString(&in));
+  REQUIRE(convertInMemory(in, &out, &report, &err) == static_cast<int>(qconv::ExitCode::Usage));
+  REQUIRE(err.find("<memory>: a tensor keeps its data in the external file 'weights.bin', which a model given in "
+                   "memory cannot reach: give the model's path instead") != std::string::npos);
+
+  ModelBuilder twoInputs;  // only the checker sees it: its second look parses the bytes again
+  twoInputs.input("x", TensorProto::FLOAT, {1});
+  twoInputs.node("Relu", {"x", "x"}, {"y"}, "relu");
+  twoInputs.output("y", TensorProto::FLOAT);
+  REQUIRE(twoInputs.proto().SerializeToString(&in));
+  REQUIRE(convertInMemory(in, &out, &report, &err) == static_cast<int>(qconv::ExitCode::BadInput));
+  REQUIRE(err.rfind("qconv: error: <memory>: invalid model: ", 0) == 0);
+
+  ModelBuilder unknown;
+  unknown.input("x", TensorProto::FLOAT, {1});
+  unknown.node("NoSuchOp", {"x"}, {"y"}, "odd_7");
+  unknown.output("y", TensorProto::FLOAT);
+  REQUIRE(unknown.proto().SerializeToString(&in));
+  REQUIRE(convertInMemory(in, &out, &report, &err) == static_cast<int>(qconv::ExitCode::BadInput));
+  REQUIRE(report.find("\"error_node\": \"odd_7\"") != std::string::npos);
+}
