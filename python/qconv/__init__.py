@@ -391,7 +391,7 @@ def verify(
     messages = _messages(stderr)
     obj: Dict[str, Any] = json.loads(stdout) if stdout else {}
     if code not in (0, 1):
-        _raise(code, messages)
+        _raise(code, messages, obj.get("error_node"))
     findings = [Finding(f["severity"], f["kind"], f["node"], f.get("tensor") or "", f["message"])
                 for f in obj.get("findings", [])]
     return VerifyResult(findings, code == 1, obj, messages)
@@ -405,9 +405,9 @@ def inspect(model: ModelLike, *, target: Optional[str] = None, format: Optional[
     path, data = _source(model, "model")
     code, stdout, stderr = _qconv.inspect(path, data, target or "", fmt)
     messages = _messages(stderr)
+    described: Dict[str, Any] = json.loads(stdout) if stdout else {}
     if code != 0:
-        _raise(code, messages)
-    described: Dict[str, Any] = json.loads(stdout)
+        _raise(code, messages, described.get("error_node"))
     return described
 
 

@@ -343,11 +343,11 @@ def test_verify_and_inspect_read_a_model_as_strictly_as_convert(tmp_path, case):
         if json_flag:
             jv, ji = json.loads(v.stdout), json.loads(i.stdout)
             assert jv == {"qconv_verify": 1, "model": path, "target": None, "exit_code": c.returncode,
-                          "error": message.removeprefix("qconv: error: "), "dialects": [], "quantized_tensors": 0,
+                          "error": message.removeprefix("qconv: error: "), "error_node": None, "dialects": [], "quantized_tensors": 0,
                           "fail_on": "error", "ignored": 0, "findings": []}
             if c.returncode == 3:
                 assert ji == {"qconv_inspect": 1, "model": path, "exit_code": 3,
-                              "error": message.removeprefix("qconv: error: ")}
+                              "error": message.removeprefix("qconv: error: "), "error_node": None}
             else:
                 assert (ji["exit_code"], ji["convert"]["exit_code"]) == (0, 4)
                 assert ji["convert"]["error"] == message.removeprefix("qconv: error: ")

@@ -51,7 +51,7 @@ def test_a_phase_uses_its_own_folder_common_and_the_top_never_another_phase():
 
 def test_nothing_outside_passes_reaches_a_phase():
     wrong = []
-    for folder in (LIB, os.path.join(ROOT, "tools")):
+    for folder in (LIB, os.path.join(ROOT, "tools"), os.path.join(ROOT, "python")):
         for path in sources(folder):
             if path.startswith(PASSES + os.sep):
                 continue

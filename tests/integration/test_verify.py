@@ -84,7 +84,7 @@ def test_a_clean_model_has_no_findings_and_exit_0(tmp_path):
     r, j, path = verify(tmp_path, conv_model())
     assert r.returncode == 0, r.stdout + r.stderr
     assert j == {"qconv_verify": 1, "model": path, "target": None, "exit_code": 0, "error": None,
-                 "dialects": ["standard QDQ"], "quantized_tensors": 4, "fail_on": "error", "ignored": 0, "findings": []}
+                 "error_node": None, "dialects": ["standard QDQ"], "quantized_tensors": 4, "fail_on": "error", "ignored": 0, "findings": []}
     text = run_qconv("verify", path)
     assert (text.returncode, text.stdout) == (0, "")
     assert f"qconv: info: {path}: no findings" in text.stderr

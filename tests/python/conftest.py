@@ -1,12 +1,12 @@
 """The Python API's tests run against the installed wheel (scripts/test.sh builds it with
-scripts/build_wheel.sh and installs it into .venv): `import qconv` must come from site-packages,
-never from the source tree, and the `qconv` command is the one the wheel installed."""
+scripts/build_wheel.sh and installs it into a fresh venv, build/wheel-venv, with
+tests/python/requirements.txt): `import qconv` must come from site-packages, never from the
+source tree, and the `qconv` command is the one the wheel installed."""
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -25,7 +25,9 @@ def corpus(tmp_path_factory) -> list[str]:
     """The test corpus: the bundled example, the hostile corpus, and one model per dialect qconv
     reads (tests/fuzz/make_seeds.py, the fuzzer's seeds), each a file."""
     out = tmp_path_factory.mktemp("corpus")
-    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "fuzz", "make_seeds.py"), str(out)], check=True,
+    # made by the repository's test environment (.venv: the producers the builders use), not this one
+    maker = os.environ.get("QCONV_SEEDS_PYTHON", os.path.join(ROOT, ".venv", "bin", "python"))
+    subprocess.run([maker, os.path.join(ROOT, "tests", "fuzz", "make_seeds.py"), str(out)], check=True,
                    capture_output=True)
     shutil.copy(EXAMPLE, out / "example_small_cnn_qdq.onnx")
     for folder in (os.path.join(ROOT, "test_data"), os.path.join(ROOT, "tests", "hostile", "corpus")):

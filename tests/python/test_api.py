@@ -278,6 +278,10 @@ def test_invalid_model_names_the_node(tmp_path):
         qconv.convert(m, format="qop")
     assert e.value.node == "quant_7" and "scale 0 is not positive and finite" in e.value.message
     assert e.value.report["items"][0]["error_node"] == "quant_7"
+    for call in (qconv.verify, qconv.inspect):  # the same error, the same node
+        with pytest.raises(qconv.InvalidModelError) as again:
+            call(m)
+        assert (again.value.node, again.value.message) == ("quant_7", e.value.message)
 
 
 def test_unsupported_names_the_node(tmp_path):

@@ -98,6 +98,7 @@ Json toJson(const InspectCommand& c, const Description& d, const ItemReport& run
   j["model"] = c.model;
   j["exit_code"] = 0;
   j["error"] = Json();
+  j["error_node"] = Json();
   Json dialects = Json::array();
   for (const auto& [name, ops] : d.dialects) dialects.push_back({{"dialect", name}, {"ops", ops}});
   j["dialects"] = std::move(dialects);
@@ -193,12 +194,14 @@ void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report)
   report.stages = pm.timings();
 }
 
-std::string inspectFailureJson(const std::string& model, int code, const std::string& error) {
+std::string inspectFailureJson(const std::string& model, int code, const std::string& error,
+                               const std::string& error_node) {
   Json j;
   j["qconv_inspect"] = 1;
   j["model"] = model.empty() ? Json() : Json(model);
   j["exit_code"] = code;
   j["error"] = printable(error);
+  j["error_node"] = error_node.empty() ? Json() : Json(error_node);
   return jsonText(j);
 }
 
@@ -222,7 +225,7 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
     // what convert calls unreadable or invalid is inspect's failure too (exit 3), not a description
     if (run.exit_code == static_cast<int>(ExitCode::BadInput) || run.exit_code == static_cast<int>(ExitCode::Internal) ||
         run.exit_code == static_cast<int>(ExitCode::OutOfMemory))
-      throw Error(static_cast<ExitCode>(run.exit_code), run.error);
+      throw Error(static_cast<ExitCode>(run.exit_code), run.error, run.error_node);
     if (command.json) {
       out << jsonText(toJson(resolved, d, run));  // JSON escapes what a terminal would act on
     } else {
@@ -235,7 +238,7 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
   } catch (...) {
     const Failure failed = failureOf(command.model);
     log->error("{}", failed.what);
-    if (command.json) out << inspectFailureJson(command.model, failed.code, failed.what);  // one object, also then
+    if (command.json) out << inspectFailureJson(command.model, failed.code, failed.what, failed.node);  // one object, also then
     return failed.code;
   }
 }

@@ -81,7 +81,9 @@ struct Item {
 void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report);
 
 /// `qconv inspect --json`'s object when it describes nothing: an unreadable model, a usage error.
-std::string inspectFailureJson(const std::string& model, int code, const std::string& error);
+/// `error_node`: the node the error names, or empty.
+std::string inspectFailureJson(const std::string& model, int code, const std::string& error,
+                               const std::string& error_node);
 
 /// Convert item.input into item.output: diagnostics to `err`, what was done in `report`.
 /// Returns the exit code; never throws.

@@ -26,7 +26,7 @@ namespace {
 
 /// verify's one JSON object (docs/cli.md): for its findings, an unreadable model, or a usage error.
 std::string verifyJson(const std::string& model, const std::string& target, int code, const std::string& error,
-                       const std::vector<std::string>& dialects, size_t tensors, analysis::Severity fail_on, size_t ignored,
+                       const std::string& error_node, const std::vector<std::string>& dialects, size_t tensors, analysis::Severity fail_on, size_t ignored,
                        const std::vector<analysis::Finding>& findings) {
   nlohmann::ordered_json j;
   j["qconv_verify"] = 1;
@@ -34,6 +34,7 @@ std::string verifyJson(const std::string& model, const std::string& target, int 
   j["target"] = target.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(target);
   j["exit_code"] = code;
   j["error"] = error.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error);
+  j["error_node"] = error_node.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error_node);
   j["dialects"] = dialects;
   j["quantized_tensors"] = tensors;
   j["fail_on"] = analysis::severityName(fail_on);
@@ -49,8 +50,8 @@ std::string verifyJson(const std::string& model, const std::string& target, int 
 
 std::string usageErrorJson(const std::string& command, const std::string& model, const std::string& error) {
   const int code = static_cast<int>(ExitCode::Usage);
-  if (command == "inspect") return inspectFailureJson(model, code, error);
-  return verifyJson(model, "", code, printable(error), {}, 0, analysis::Severity::Error, 0, {});
+  if (command == "inspect") return inspectFailureJson(model, code, error, "");
+  return verifyJson(model, "", code, printable(error), "", {}, 0, analysis::Severity::Error, 0, {});
 }
 
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
@@ -68,7 +69,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   std::vector<analysis::Finding> findings;
   analysis::Contents held;
   int code = 0;
-  std::string error;
+  std::string error, error_node;
   try {
     ir::Model model = io::importModel(openInput(command.model, command.model_bytes), command.model);
     const TargetProfile* target = nullptr;
@@ -110,6 +111,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     log->error("{}", failed.what);
     code = failed.code;
     error = printable(failed.what);
+    error_node = failed.node;
   }
   if (!code && held.quantizesNothing())
     findings.push_back({"no-quantization", command.model, "", analysis::kNothingQuantized,
@@ -124,7 +126,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
                                    [&](const analysis::Finding& f) { return f.severity >= command.fail_on; });
   if (!code) code = static_cast<int>(failing ? ExitCode::Findings : ExitCode::Ok);
   if (command.json) {  // one object, also when the model cannot be read
-    out << verifyJson(command.model, command.target, code, error, held.dialectNames(), held.tensors.size(), command.fail_on,
+    out << verifyJson(command.model, command.target, code, error, error_node, held.dialectNames(), held.tensors.size(), command.fail_on,
                       ignored, findings);
   } else {
     for (const auto& f : findings)
