@@ -25,6 +25,22 @@ namespace nb = nanobind;
 
 namespace {
 
+/// A bytes object's contents, read in place: it lives as long as the call that was given it.
+std::string_view viewOf(const nb::bytes& b) { return std::string_view(b.c_str(), b.size()); }
+
+/// `call(out, err)` with the GIL released (conversions from several threads run at once, other
+/// Python threads meanwhile): (its exit code, what it wrote on stdout, on stderr).
+template <class Call>
+std::tuple<int, std::string, std::string> released(Call call) {
+  std::ostringstream out, err;
+  int code = 0;
+  {
+    nb::gil_scoped_release unlocked;
+    code = call(out, err);
+  }
+  return {code, out.str(), err.str()};
+}
+
 /// (exit code, stdout, stderr, the report's JSON, the converted model's bytes or None)
 using ConvertReturn = std::tuple<int, std::string, std::string, std::string, std::optional<nb::bytes>>;
 
@@ -63,22 +79,17 @@ ConvertReturn convert(const std::string& input, std::optional<nb::bytes> input_b
   o.require_change = require_change;
   o.verbosity = verbosity;
   std::string_view in_view;
-  if (input_bytes) {  // the bytes object lives as long as this call: read in place, not copied
-    in_view = std::string_view(input_bytes->c_str(), input_bytes->size());
+  if (input_bytes) {
+    in_view = viewOf(*input_bytes);
     o.input_bytes = &in_view;
   }
   std::string converted, report_json;
   if (to_memory) o.output_bytes = &converted;
   o.report_json = &report_json;
-  std::ostringstream out, err;
-  int code = 0;
-  {
-    nb::gil_scoped_release unlocked;  // conversions from several threads run at once
-    code = qconv::run(o, out, err);
-  }
+  auto [code, out, err] = released([&](std::ostream& os, std::ostream& es) { return qconv::run(o, os, es); });
   std::optional<nb::bytes> result;
   if (to_memory && code == 0) result = nb::bytes(converted.data(), converted.size());
-  return {code, out.str(), err.str(), report_json, std::move(result)};
+  return {code, std::move(out), std::move(err), report_json, std::move(result)};
 }
 
 /// `qconv verify MODEL --json`: (exit code, the JSON object, stderr).
@@ -94,16 +105,10 @@ std::tuple<int, std::string, std::string> verify(const std::string& model, std::
   c.ignore = ignore;
   std::string_view view;
   if (model_bytes) {
-    view = std::string_view(model_bytes->c_str(), model_bytes->size());
+    view = viewOf(*model_bytes);
     c.model_bytes = &view;
   }
-  std::ostringstream out, err;
-  int code = 0;
-  {
-    nb::gil_scoped_release unlocked;
-    code = qconv::verify(c, out, err);
-  }
-  return {code, out.str(), err.str()};
+  return released([&](std::ostream& out, std::ostream& err) { return qconv::verify(c, out, err); });
 }
 
 /// `qconv inspect MODEL --json`: (exit code, the JSON object, stderr).
@@ -117,16 +122,10 @@ std::tuple<int, std::string, std::string> inspect(const std::string& model, std:
   c.format_given = !format.empty();
   std::string_view view;
   if (model_bytes) {
-    view = std::string_view(model_bytes->c_str(), model_bytes->size());
+    view = viewOf(*model_bytes);
     c.model_bytes = &view;
   }
-  std::ostringstream out, err;
-  int code = 0;
-  {
-    nb::gil_scoped_release unlocked;
-    code = qconv::inspect(c, out, err);
-  }
-  return {code, out.str(), err.str()};
+  return released([&](std::ostream& out, std::ostream& err) { return qconv::inspect(c, out, err); });
 }
 
 /// The targets, as `qconv targets` lists them: (name, format, summary, runtime).
