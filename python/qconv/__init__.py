@@ -19,7 +19,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union, cast
 
 from . import _qconv
 
@@ -338,7 +338,7 @@ def convert(
     else:
         if isinstance(model, (list, tuple)):
             raise _usage("a list of models is a batch: give out_dir")
-        in_path, in_bytes = _source(model, "model")
+        in_path, in_bytes = _source(cast(ModelLike, model), "model")
     out_path = os.fspath(output) if output is not None else ""
     to_memory = output is None and out_dir is None
     if to_memory:

@@ -538,7 +538,10 @@ def test_a_conversion_releases_the_gil(tmp_path):
 # ---- typing ------------------------------------------------------------------------------------
 
 
-def test_mypy_strict_passes_on_a_caller(tmp_path):
+def test_mypy_strict_passes_on_the_package_and_a_caller(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-p", "qconv"],
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0 and "Success: no issues found" in r.stdout, r.stdout + r.stderr
     caller = tmp_path / "caller.py"
     caller.write_text('''
 import onnx
