@@ -137,7 +137,8 @@ class ConversionResult:
     report: Dict[str, Any]
     """The report, as ``--report FILE.json`` writes it (schema: docs/cli.md)."""
     summary: str
-    """The summary of the command's info line: ``3 QLinearConv, ...; 1 left as they were``."""
+    """The summary of the command's info line: ``3 QLinearConv, ...; 1 left as they were`` (also
+    with ``quiet=True``; a batch: ``OUT: <summary>`` for each output, joined by ``; ``)."""
     messages: List[Message]
     """Every line the command would have printed on stderr, at the verbosity asked for."""
     model_bytes: Optional[bytes] = None
@@ -354,12 +355,9 @@ def convert(
         items = parsed.get("items") or [{}]
         failed = next((i for i in items if i.get("exit_code")), items[0])
         _raise(code, messages, failed.get("error_node"), parsed or None)
-    summary = ""  # the info line's: "IN: wrote OUT: <summary>" or "IN: converted in memory: <summary>"
-    marker = ": converted in memory: " if to_memory else ": wrote "
-    for m in messages:
-        if m.level == "info" and marker in m.text:
-            rest = m.text.split(marker, 1)[1]
-            summary = rest.split(": ", 1)[1] if not to_memory and ": " in rest else rest
+    summaries = [i["summary"] for i in parsed.get("items", []) if i.get("summary")]
+    summary = summaries[0] if len(summaries) == 1 else "; ".join(  # a batch: each output's
+        f"{i['output']}: {i['summary']}" for i in parsed.get("items", []) if i.get("summary"))
     return ConversionResult(None if to_memory else (out_path if out_dir is None else os.fspath(out_dir)), parsed,
                             summary, messages, converted, stdout)
 

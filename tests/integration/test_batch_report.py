@@ -25,7 +25,7 @@ EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
 NNCF = os.path.join(ROOT, "test_data", "nncf", "two_conv_fq.onnx")
 
 REPORT_KEYS = ["qconv_report", "command", "format", "target", "exit_code", "ms", "items"]
-ITEM_KEYS = ["input", "output", "data_file", "exit_code", "error", "error_node", "dialects", "quantized_tensors", "rewritten", "refusals", "approximations",
+ITEM_KEYS = ["input", "output", "data_file", "exit_code", "error", "error_node", "summary", "dialects", "quantized_tensors", "rewritten", "refusals", "approximations",
              "warnings", "notes", "counts", "stages"]
 
 

@@ -370,7 +370,7 @@ def test_nothing_is_printed_and_messages_go_to_logging(capfd, caplog):
         qconv.convert(EXAMPLE, format="qpo")
     assert capfd.readouterr() == ("", "")
     quiet = qconv.convert(EXAMPLE, format="qop", quiet=True)
-    assert quiet.messages == [] and quiet.summary == ""
+    assert quiet.messages == [] and quiet.summary == res.summary and "QLinearConv" in quiet.summary
 
 
 def test_dump_and_time_passes_come_back():
@@ -574,3 +574,29 @@ def write(path: str, out: str) -> str:
     r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(bad)],
                        capture_output=True, text=True, cwd=str(tmp_path))
     assert r.returncode == 1 and "Incompatible types in assignment" in r.stdout  # the types are checked
+
+
+def test_a_batch_writes_what_the_cli_batch_writes(tmp_path):
+    """model a list of paths with out_dir (and jobs): --out-dir DIR IN... -j N."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("a", "b", "c"):
+        (src / f"{name}.onnx").write_bytes(open(EXAMPLE, "rb").read())
+    (src / "bad.onnx").write_bytes(b"no model")
+    inputs = [str(src / f"{n}.onnx") for n in ("a", "b", "c")]
+    for d in ("api", "cli", "api2"):
+        (tmp_path / d).mkdir()
+    res = qconv.convert(inputs, out_dir=str(tmp_path / "api"), jobs=2, format="qop")
+    r = run_cli("convert", "--out-dir", str(tmp_path / "cli"), "-j", "2", "--format", "qop", *inputs)
+    assert r.returncode == 0, r.stderr
+    assert sorted(os.listdir(tmp_path / "api")) == sorted(os.listdir(tmp_path / "cli")) == ["a.onnx", "b.onnx", "c.onnx"]
+    for name in os.listdir(tmp_path / "api"):
+        assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes()
+    assert res.output == str(tmp_path / "api") and len(res.report["items"]) == 3
+    assert res.summary.count("3 QLinearConv") == 3
+    with pytest.raises(qconv.InvalidModelError) as e:  # the batch's exit code: the greatest of its items'
+        qconv.convert([*inputs, str(src / "bad.onnx")], out_dir=str(tmp_path / "api2"), format="qop")
+    assert e.value.message.startswith("batch: 3 of 4 models converted into ")  # the batch's own line, as the CLI's last
+    assert "bad.onnx: not an ONNX model" in e.value.report["items"][3]["error"]
+    with pytest.raises(qconv.UsageError):
+        qconv.convert(inputs, format="qop")  # a list without out_dir

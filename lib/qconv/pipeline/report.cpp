@@ -46,6 +46,7 @@ Json itemJson(const ItemReport& r) {
   j["exit_code"] = r.exit_code;
   j["error"] = r.error.empty() ? Json() : Json(r.error);
   j["error_node"] = r.error_node.empty() ? Json() : Json(r.error_node);
+  j["summary"] = r.summary.empty() ? Json() : Json(r.summary);
   j["dialects"] = r.dialects;
   j["quantized_tensors"] = r.quantized_tensors;
   Json groups = Json::array();

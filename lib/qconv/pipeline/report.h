@@ -20,6 +20,7 @@ struct ItemReport {
   int exit_code = 0;
   std::string error;  // the diagnostic of a failed conversion (what stderr said), else empty
   std::string error_node;  // the node that diagnostic names (Error::node), where it names one
+  std::string summary;  // the summary of the info line of a conversion done ("3 QLinearConv, ...")
   std::vector<std::string> dialects;  // what the input holds (analysis::contentsOf), as inspect and verify say
   size_t quantized_tensors = 0;
   std::vector<Said> said;

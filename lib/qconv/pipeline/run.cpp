@@ -319,7 +319,8 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     if (nothing_quantized)
       log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
                analysis::kNothingQuantized);
-    log.info("{}: converted in memory: {}", item.input, summary(ctx));
+    report.summary = summary(ctx);
+    log.info("{}: converted in memory: {}", item.input, report.summary);
     return;
   }
   // The ONNX checker judges the output before it is renamed into place.
@@ -333,7 +334,8 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (nothing_quantized)
     log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
              analysis::kNothingQuantized);
-  log.info("{}: wrote {}: {}", item.input, item.output, summary(ctx));
+  report.summary = summary(ctx);
+  log.info("{}: wrote {}: {}", item.input, item.output, report.summary);
 }
 
 }  // namespace
