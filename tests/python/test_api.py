@@ -130,6 +130,7 @@ def test_api_output_bytes_equal_the_clis_over_the_corpus(corpus, tmp_path):
                 mem = qconv.convert(given, **kw)
                 if mem.model_bytes != cli_bytes:
                     mismatches.append(f"{label}: in memory from {'bytes' if given is data else 'the path'} differs")
+    print(f"corpus: {len(corpus)} models x {len(configs())} configurations: {converted} converted, {refused} refused")
     assert not mismatches, "\n".join(mismatches[:20])
     assert converted >= 300 and refused >= 100, (converted, refused)  # both paths were exercised
 
