@@ -1,4 +1,5 @@
-"""`python -m qconv ...` and the `qconv` console script: the qconv command itself.
+"""`python -m qconv ...`: the qconv command itself (the `qconv` script, python/qconv_command.py,
+does the same without importing the package).
 
 The wheel carries the command built from the same sources as the extension (qconv/bin/qconv);
 this replaces the Python process with it, so flags, messages, exit codes and signals are the

@@ -60,7 +60,7 @@ CLI_CASES = [
 
 @pytest.mark.parametrize("args", CLI_CASES, ids=lambda a: " ".join(a)[:40] or "none")
 def test_the_command_and_python_m_qconv_are_the_built_command(args):
-    """`qconv` (the console script) and `python -m qconv` print what build/tools/qconv prints,
+    """`qconv` (the wheel's script) and `python -m qconv` print what build/tools/qconv prints,
     with its exit code."""
     built = subprocess.run([build_cli(), *args], capture_output=True, text=True)
     for command in ([wheel_cli()], [sys.executable, "-m", "qconv"]):

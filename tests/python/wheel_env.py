@@ -11,7 +11,7 @@ EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
 
 
 def wheel_cli() -> str:
-    """The `qconv` console script the wheel installed into this environment."""
+    """The `qconv` script the wheel installed into this environment (python/qconv_command.py)."""
     return os.path.join(sysconfig.get_path("scripts"), "qconv")
 
 
