@@ -601,3 +601,32 @@ def test_a_batch_writes_what_the_cli_batch_writes(tmp_path):
     assert "bad.onnx: not an ONNX model" in e.value.report["items"][3]["error"]
     with pytest.raises(qconv.UsageError):
         qconv.convert(inputs, format="qop")  # a list without out_dir
+
+
+def test_large_tensors_in_memory_equal_the_cli(tmp_path):
+    """Tensors past the reader's splice threshold (64 KiB: left in the input file, spliced back
+    into the output) take the in-memory path too: from bytes and from the path, the same bytes as
+    the CLI's file, both ways and with a storage change."""
+    w = np.random.default_rng(2).integers(-127, 128, (256, 1024, 3, 3)).astype(np.int8)
+    g = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["x"]),
+         helper.make_node("DequantizeLinear", ["w", "ws"], ["wd"], axis=0),
+         helper.make_node("Conv", ["x", "wd", "b"], ["y"], name="conv"),
+         helper.make_node("QuantizeLinear", ["y", "xs", "xz"], ["yq"])], "g",
+        [helper.make_tensor_value_info("xq", TensorProto.UINT8, [1, 1024, 8, 8])],
+        [helper.make_tensor_value_info("yq", TensorProto.UINT8, [1, 256, 6, 6])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.full(256, 0.01, np.float32), "ws"),
+         numpy_helper.from_array(np.linspace(-1, 1, 256).astype(np.float32), "b"),
+         numpy_helper.from_array(np.float32(0.02), "xs"), numpy_helper.from_array(np.uint8(128), "xz")])
+    src = str(tmp_path / "in.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), src)
+    data = open(src, "rb").read()
+    for flags, kw in ((["--format", "qop"], {"format": "qop"}), (["--format", "qdq"], {"format": "qdq"}),
+                      (["--target", "onnxruntime", "--weight-type", "uint8"],
+                       {"target": "onnxruntime", "weight_type": "uint8"})):
+        out = tmp_path / "cli.onnx"
+        assert run_cli("convert", src, str(out), *flags).returncode == 0
+        cli = out.read_bytes()
+        assert len(cli) > 2_000_000
+        assert qconv.convert(data, **kw).model_bytes == cli, flags
+        assert qconv.convert(src, **kw).model_bytes == cli, flags
