@@ -228,6 +228,35 @@ struct ConvertProgress {
   }
 };
 
+/// How a conversion writes its output file: the progress counters, the batch's gate and listing,
+/// the plan's folder, and what no commit may replace or remove (the plan's protected files, what
+/// this input opened, and the input itself).
+io::WriteOptions writeOptionsFor(const ConvertOptions& options, const Item& item, io::ExternalFiles* files,
+                                 bool external_data, ConvertProgress& progress) {
+  io::WriteOptions write;
+  write.written = &progress.written;
+  write.to_write = &progress.to_write;
+  write.durable = options.fsync;
+  write.commit_gate = item.commit_gate;
+  write.data_file_names = item.data_file_names;
+  write.folder = item.folder;
+  // what this input did open (the plan's already, unless a file was replaced since), and itself
+  std::vector<std::pair<uint64_t, uint64_t>> own;
+  if (files) {
+    own = files->identities();
+    write.external_data = external_data;
+    write.kept = files->kept();
+  }
+  if (struct stat st {}; !options.input_bytes && stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
+    own.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  std::sort(own.begin(), own.end());
+  if (item.protected_files) write.protected_files = *item.protected_files;  // the plan's (sorted): what the run reads
+  const auto middle = static_cast<std::ptrdiff_t>(write.protected_files.size());
+  write.protected_files.insert(write.protected_files.end(), own.begin(), own.end());
+  std::inplace_merge(write.protected_files.begin(), write.protected_files.begin() + middle, write.protected_files.end());
+  return write;
+}
+
 void convert(const ConvertOptions& options, const Item& item, ItemReport& report, spdlog::logger& log,
              std::ostream& out, ConvertProgress& progress) {
   const bool in_memory = options.output_bytes != nullptr;
@@ -271,29 +300,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
                             nothing_quantized ? "nothing in this model is quantized"
                                               : "no group was rewritten (" + summary(ctx) + ")"));
 
-  io::WriteOptions write;
-  write.written = &progress.written;
-  write.to_write = &progress.to_write;
-  write.durable = options.fsync;
-  write.commit_gate = item.commit_gate;
-  write.data_file_names = item.data_file_names;
-  write.folder = item.folder;
-  // what this input did open (the plan's already, unless a file was replaced since), and itself
-  std::vector<std::pair<uint64_t, uint64_t>> own;
-  if (files) {
-    own = files->identities();
-    write.external_data = external_data;
-    write.kept = files->kept();
-  }
-  if (struct stat st {}; !options.input_bytes && stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
-    own.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
-  std::sort(own.begin(), own.end());
-  if (item.protected_files) write.protected_files = *item.protected_files;  // the plan's (sorted): what the run reads
-  const auto middle = static_cast<std::ptrdiff_t>(write.protected_files.size());
-  write.protected_files.insert(write.protected_files.end(), own.begin(), own.end());
-  std::inplace_merge(write.protected_files.begin(), write.protected_files.begin() + middle, write.protected_files.end());
   io::FileBacked fileBacked;  // the output's tensors whose bytes are still in the input's files
-  write.file_backed = &fileBacked;
   onnx::ModelProto result = pm.timeStage("emit", [&] {
     // annotations: read from the IR before emit releases the nodes, named after it names the values
     const bool annotated = model.shell.graph().quantization_annotation_size() > 0;
@@ -316,26 +323,24 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (in_memory) {  // the API's: the checker judges the model, then it is serialized
     pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
     *options.output_bytes = pm.timeStage("write", [&] { return io::serializeModel(result, &fileBacked, item.input); });
-    if (nothing_quantized)
-      log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
-               analysis::kNothingQuantized);
-    report.summary = summary(ctx);
-    log.info("{}: converted in memory: {}", item.input, report.summary);
-    return;
+  } else {
+    io::WriteOptions write = writeOptionsFor(options, item, files.get(), external_data, progress);
+    write.file_backed = &fileBacked;
+    // The ONNX checker judges the output before it is renamed into place.
+    progress.stage = ConvertProgress::kWriting;
+    io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
+    progress.stage = ConvertProgress::kChecking;
+    pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
+    report.data_file = pending.dataFile();
+    progress.stage = ConvertProgress::kCommitting;
+    pm.timeStage("commit", [&] { pending.commit(); });
   }
-  // The ONNX checker judges the output before it is renamed into place.
-  progress.stage = ConvertProgress::kWriting;
-  io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
-  progress.stage = ConvertProgress::kChecking;
-  pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
-  report.data_file = pending.dataFile();
-  progress.stage = ConvertProgress::kCommitting;
-  pm.timeStage("commit", [&] { pending.commit(); });
   if (nothing_quantized)
     log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
              analysis::kNothingQuantized);
   report.summary = summary(ctx);
-  log.info("{}: wrote {}: {}", item.input, item.output, report.summary);
+  if (in_memory) log.info("{}: converted in memory: {}", item.input, report.summary);
+  else log.info("{}: wrote {}: {}", item.input, item.output, report.summary);
 }
 
 }  // namespace
