@@ -131,6 +131,53 @@ std::vector<TargetProfile> makeProfiles() {
   aidge.types_why = "Aidge 0.10.1 runs 8-bit quantization (and int32 biases) only";
   all.push_back(aidge);
 
+  TargetProfile qnn;
+  qnn.name = "qnn";
+  qnn.runtime = "Qualcomm QNN HTP (onnxruntime-qnn 2.7.0 on onnxruntime 1.32; its x86 HTP simulator)";
+  qnn.summary = "QDQ only, data movement between DQ and Q, 8- and 16-bit activations, per channel on weights only";
+  qnn.qop = no("QNN HTP (onnxruntime-qnn 2.7) takes QDQ: a QOp CNN fails the session (MaxPool on the 8-bit tensor is 'not "
+               "selected by that EP'), a per-column QLinearMatMul falls back to the CPU");
+  qnn.contrib = no("QNN HTP (onnxruntime-qnn 2.7) runs no com.microsoft op: QLinearAdd, QLinearGlobalAveragePool, QGemm and "
+                   "MatMulNBits fall back to the CPU");
+  qnn.per_axis_activation = no("QNN HTP (onnxruntime-qnn 2.7) takes per-channel quantization on weights only ('QNN EP does "
+                               "not support a standalone Q op with per-channel quantization')");
+  qnn.blocked = no("QNN HTP (onnxruntime-qnn 2.7) runs blocked weights on the CPU, not the NPU ('BQ MatMul activation must "
+                   "be INT16-quantized'; with uint16 activations 'Failed to add BQ MatMul node')");
+  qnn.float_compute = no("QNN HTP (onnxruntime-qnn 2.7) takes a DequantizeLinear only inside a quantized op (DQ inputs, "
+                         "a Q output): with float activations it runs on the CPU ('QNN EP does not support a standalone "
+                         "DQ op with per-channel quantization')");
+  qnn.move_on = 0;
+  qnn.move_why = "QNN HTP (onnxruntime-qnn 2.7) fails the session on data movement run on an 8-bit tensor (MaxPool 'was "
+                 "inserted using the NHWC format ... but was not selected by that EP'): it takes it between DQ and Q";
+  // measured 2026-11-26: 8- and 16-bit Q/DQ run on HTP; int4 per-channel weights run; int4 blocked weights fall back (blocked)
+  qnn.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::UINT16,
+                     onnx::TensorProto::INT32, 22 /* INT4 */};
+  qnn.types_why = "QNN HTP (onnxruntime-qnn 2.7) quantizes to 8 and 16 bits, and takes int4 weights, only (measured)";
+  qnn.weight_only_types = {22 /* INT4 */};
+  qnn.opset_min = 13;  // per-axis QuantizeLinear/DequantizeLinear
+  qnn.saturating_kernels = "";
+  all.push_back(qnn);
+
+  TargetProfile rknn;
+  rknn.name = "rknn";
+  rknn.runtime = "Rockchip RKNN (rknn-toolkit2 2.5.0, rk3588, optimization level 2; its PC simulator)";
+  rknn.summary = "QDQ only, opset 19 or lower, 8-bit, data movement between DQ and Q";
+  rknn.qop = no("rknn-toolkit2 2.5 refuses QOperator ops (a QLinearConv alone: 'Missing quantization parameters'; "
+                "QLinearMatMul graphs fail its shape inference)");
+  rknn.contrib = no("rknn-toolkit2 2.5 refuses every com.microsoft op");
+  rknn.opset_max = 19;
+  rknn.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT32};
+  rknn.types_why = "rknn-toolkit2 2.5 reads opset 19 or lower ('Unsupport onnx opset 21, need <= 19'), where "
+                   "QuantizeLinear/DequantizeLinear are 8-bit only (--approximate requantizes 16-bit tensors to 8 bits)";
+  rknn.blocked = no("rknn-toolkit2 2.5 reads opset 19 or lower, which has no blocked DequantizeLinear");
+  rknn.matmul_as_conv = "rknn-toolkit2 2.5 never finishes building a 2-D MatMul whose input is a quantized graph input "
+                        "(its graph optimizer loops at levels 2 and 3); as a 1x1 Conv it builds";
+  rknn.explicit_zero_points = "rknn-toolkit2 2.5's constant folding fails on a DequantizeLinear without its zero point "
+                              "input ('list index out of range'), as qconv writes an int32 bias";
+  rknn.opset_min = 13;
+  rknn.saturating_kernels = "";
+  all.push_back(rknn);
+
   return all;
 }
 

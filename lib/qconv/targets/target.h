@@ -50,6 +50,9 @@ struct TargetProfile {
 
   // ---- granularity each op may have
   Limit per_axis;              // QuantizeLinear/DequantizeLinear with one scale per channel
+  Limit per_axis_activation;   // the same on a tensor that is not a constant (per channel only on weights)
+  Limit blocked;               // QuantizeLinear/DequantizeLinear with block_size (blocked weights)
+  Limit float_compute;         // a dequantized constant read by an op whose output is not quantized (weight-only)
   Limit conv_per_channel;      // QLinearConv with per-channel weight scales
   Limit matmul_per_column;     // QLinearMatMul with per-column b scales
 
@@ -57,7 +60,8 @@ struct TargetProfile {
   int32_t activation_type = 0;  // store 8-bit activations as this onnx::TensorProto type (0: keep)
   int32_t weight_type = 0;      // the same for weights
   uint8_t move_on = kUint8 | kInt8;  // data movement (MaxPool, Reshape, ...) runs on these 8-bit types
-  std::string_view move_why;    // what the runtime does on the others
+  std::string_view move_why;    // what the runtime does on the others (dequantize-moves then moves them between
+                                // DQ and Q, in float, where that is exact)
   Limit nonzero_zero_point;     // a zero point other than 0
   Limit uint8;                  // uint8 Q/DQ at all
   Limit int32_dequantize;       // DequantizeLinear of int32 (a bias): else given in float, exactly
@@ -72,6 +76,12 @@ struct TargetProfile {
   // ---- the rest
   int64_t opset_min = 1;        // the default-domain opsets it reads
   int64_t opset_max = 0;        // 0: none known above what qconv writes
+  /// Non-empty: a 2-D MatMul whose A is a quantized graph input is written as a 1x1 Conv between
+  /// Unsqueeze and Squeeze (matmul-as-conv), and this says why (RKNN's build never ends on it).
+  std::string_view matmul_as_conv;
+  /// Non-empty: every QuantizeLinear/DequantizeLinear is given its zero point input, 0 where it
+  /// had none (add-zero-points), and this says why (RKNN's constant folding reads input 2).
+  std::string_view explicit_zero_points;
   /// The runtime whose x86 u8 x s8 kernels can saturate on CPUs without VNNI ("onnxruntime"):
   /// check-saturation's advisory names it; empty: the runtime has none that can, no advisory.
   std::string_view saturating_kernels;

@@ -17,7 +17,8 @@ TEST_CASE("every target has a unique name and a reason for each limit") {
     REQUIRE(!t.runtime.empty());
     REQUIRE(!t.summary.empty());
     for (const qconv::Limit* l : {&t.qop, &t.qdq, &t.contrib, &t.per_axis, &t.conv_per_channel, &t.matmul_per_column,
-                                  &t.nonzero_zero_point, &t.uint8, &t.int32_dequantize})
+                                  &t.nonzero_zero_point, &t.uint8, &t.int32_dequantize, &t.per_axis_activation,
+                                  &t.blocked, &t.float_compute})
       REQUIRE((l->allowed || !l->why.empty()));
     REQUIRE((t.move_on == (qconv::kUint8 | qconv::kInt8) || !t.move_why.empty()));
     // the default format is one it takes
@@ -27,15 +28,18 @@ TEST_CASE("every target has a unique name and a reason for each limit") {
     if (t.activation_type == onnx::TensorProto::INT8) REQUIRE((t.move_on & qconv::kInt8));
     if (!t.uint8.allowed) REQUIRE((t.activation_type == onnx::TensorProto::INT8 && t.weight_type == onnx::TensorProto::INT8));
   }
-  REQUIRE(names == std::set<std::string>{"onnxruntime", "tensorrt", "openvino", "iree", "tvm", "aidge"});
+  REQUIRE(names == std::set<std::string>{"onnxruntime", "tensorrt", "openvino", "iree", "tvm", "aidge", "qnn", "rknn"});
   REQUIRE(qconv::findTarget("nothing") == nullptr);
 }
 
 TEST_CASE("without a target every form is allowed and the saturation advice is onnxruntime's") {
   const qconv::TargetProfile& none = qconv::unrestricted();
   for (const qconv::Limit* l : {&none.qop, &none.qdq, &none.contrib, &none.per_axis, &none.conv_per_channel,
-                                &none.matmul_per_column, &none.nonzero_zero_point, &none.uint8, &none.int32_dequantize})
+                                &none.matmul_per_column, &none.nonzero_zero_point, &none.uint8, &none.int32_dequantize,
+                                &none.per_axis_activation, &none.blocked, &none.float_compute})
     REQUIRE(l->allowed);
+  REQUIRE(none.matmul_as_conv.empty());
+  REQUIRE(none.explicit_zero_points.empty());
   REQUIRE(none.saturating_kernels == "onnxruntime");
   REQUIRE(none.activation_type == 0);
   REQUIRE(none.weight_type == 0);

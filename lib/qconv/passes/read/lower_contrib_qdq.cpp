@@ -30,6 +30,7 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
+#include "qconv/passes/common/opset_history.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
@@ -148,8 +149,31 @@ struct LowerContribQdq {
 
 }  // namespace
 
+/// A com.microsoft 16-bit Q/DQ in a model below opset 21, for a target that runs no com.microsoft
+/// op but takes that type (qnn): the opset is raised to 21, where the standard op takes it, when
+/// every node keeps its meaning (opsetRaiseBlocker); else the node stays and check-target names it.
+bool raiseForWideQdq(ir::Model& model, const PassContext& ctx, int64_t opset) {
+  const TargetProfile& t = ctx.target();
+  if (!ctx.options().target || t.contrib.allowed || opset < 10 || opset >= 21 || (t.opset_max && t.opset_max < 21)) return false;
+  bool wide = false;
+  for (const ir::Node* n : model.graph.nodes()) {
+    bool quantize = false;
+    if (!dialectOf(*n, &quantize)) continue;
+    const int32_t type = quantizedType(*n, quantize);
+    wide = wide || ((type == onnx::TensorProto::UINT16 || type == onnx::TensorProto::INT16) &&
+                    std::find(t.quant_types.begin(), t.quant_types.end(), type) != t.quant_types.end());
+  }
+  return wide && opsetRaiseBlocker(model, opset, 21).empty();
+}
+
 void lowerContribQdq(ir::Model& model, PassContext& ctx) {
-  LowerContribQdq rule{ir::defaultOpset(model)};
+  int64_t opset = ir::defaultOpset(model);
+  if (raiseForWideQdq(model, ctx, opset)) {
+    declareOpset(model, 21);
+    ctx.count("opset raised to 21 for 16-bit QuantizeLinear/DequantizeLinear");
+    opset = 21;
+  }
+  LowerContribQdq rule{opset};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -15,9 +15,10 @@
 //                          profile (contrib_ops: OpenVINO's QLinearAdd wraps around), kept where
 //                          that line says the runtime runs it (OpenVINO's MatMulNBits), and
 //                          refused under `contrib` (or unlisted_why) when unlisted;
-//   3. per_axis:           it is a QuantizeLinear/DequantizeLinear with more than one scale (per
-//                          channel, or in blocks: each named so; --approximate suggested only
-//                          where it was not given and would help);
+//   3. blocked:            it is a QuantizeLinear/DequantizeLinear with a block_size;
+//      per_axis_activation: one with more than one scale on a tensor that is not a constant;
+//      per_axis:           one with more than one scale (per channel, or in blocks: each named
+//                          so); --approximate suggested only where it was not given and would help;
 //   4. conv_per_channel:   it is a QLinearConv with more than one weight scale;
 //      matmul_per_column:  a QLinearMatMul with more than one b scale;
 //   5. nonzero_zero_point: it is a QuantizeLinear/DequantizeLinear with a zero point not 0, or
@@ -32,6 +33,9 @@
 //   8. quant_types:        it is a QuantizeLinear/DequantizeLinear of a type the runtime does not
 //                          quantize to (int16 or float8 for Aidge; uint16 or int2 for TensorRT),
 //                          or one it takes for weights only, elsewhere (int4 activations for TensorRT).
+//   9. float_compute:      it is a DequantizeLinear of a constant read by an op with an output not
+//                          read only by QuantizeLinear: weight-only quantization, whose op computes
+//                          in float (QNN HTP takes a DQ only inside a quantized op).
 // Without --target nothing is checked.
 #include <fmt/format.h>
 
@@ -80,6 +84,14 @@ bool zeroPointIsZero(const ir::Value* zp, std::string* what) {
   return true;
 }
 
+/// Read only by QuantizeLinear: a value a quantized op makes.
+bool quantizedOnly(const ir::Value* v) {
+  if (v->isGraphOutput() || v->uses().empty()) return false;
+  for (const ir::Use& u : v->uses())
+    if (!isQuantize(*u.node)) return false;
+  return true;
+}
+
 struct CheckTarget {
   struct Group {};
   const TargetProfile& t;
@@ -102,9 +114,20 @@ struct CheckTarget {
                                       : M::unconvertible(fmt::format(fmt::runtime(t.unlisted_why), n.opType()));
     }
     if (isQuantize(n) || isDequantize(n)) {
-      if (severalValues(n.input(1)) && !t.per_axis.allowed) {  // (3)
-        const bool blocked = n.attrInt("block_size", 0) != 0;
-        const bool constant = isDequantize(n) && n.input(0) && n.input(0)->isConstant();
+      const bool blocked = n.attrInt("block_size", 0) != 0;
+      const bool constant = isDequantize(n) && n.input(0) && n.input(0)->isConstant();
+      if (blocked && !t.blocked.allowed)  // (3)
+        return no(t.blocked, approximate || !constant ? "it dequantizes in blocks"
+                                                      : "it dequantizes in blocks (--approximate requantizes such a "
+                                                        "constant per channel, at 8 bits)");
+      if (constant && !t.float_compute.allowed && n.output(0))  // (9)
+        for (const ir::Use& u : n.output(0)->uses())
+          for (const ir::Value* out : u.node->outputs())
+            if (out && !quantizedOnly(out))
+              return no(t.float_compute, fmt::format("{} ({}) reads it and computes in float", u.node->label(), u.node->opType()));
+      if (severalValues(n.input(1)) && !constant && !t.per_axis_activation.allowed)
+        return no(t.per_axis_activation, "it is per channel on a tensor that is not a constant");
+      if (severalValues(n.input(1)) && !t.per_axis.allowed) {
         std::string what = blocked ? "it dequantizes in blocks" : constant ? "it dequantizes per channel" : "it is per channel";
         if (constant && !blocked && !approximate) what += " (--approximate requantizes such a constant per tensor)";
         return no(t.per_axis, what);

@@ -122,10 +122,14 @@ struct RedeclareOpset {
   struct Group {};
   int64_t target, declared, lo, hi;
   const ElementTypes& known;
+  std::string_view for_target;  // the --target whose range asked for it, or empty (--opset)
   bool blocked = false;  // the first node in the way is the one named
 
   bool root(const ir::Node& n) const { return n.domain().empty(); }
   std::string declined(const ir::Node&) const {
+    if (!for_target.empty())
+      return fmt::format("cannot declare opset {}, the {} --target {} reads (the model declares {})", target,
+                         target < declared ? "highest" : "lowest", for_target, declared);
     return fmt::format("cannot declare opset {} (the model declares {})", target, declared);
   }
   Match<Group> select(ir::Node& n) {
@@ -166,16 +170,18 @@ void checkOpsetFlag(int64_t target) {
 void redeclareOpset(ir::Model& model, PassContext& ctx) {
   const int64_t declared = ir::defaultOpset(model);
   int64_t target = ctx.options().opset;
+  std::string_view for_target;
   if (!target) {  // --target: the nearest opset its runtime reads
     const TargetProfile& t = ctx.target();
     if (declared < t.opset_min) target = t.opset_min;
     else if (t.opset_max && declared > t.opset_max) target = t.opset_max;
+    for_target = t.name;
   }
   if (!target || declared == target || declared == 0) return;
   checkOpsetFlag(target);
   const size_t before = ctx.reports(Report::Unconvertible).size();
   const ElementTypes known(model.graph, declared);  // what no value_info declares, inferred
-  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target), known, false};
+  RedeclareOpset rule{target, declared, std::min(declared, target), std::max(declared, target), known, for_target, false};
   applyRule(model.graph, ctx, rule);
   if (ctx.reports(Report::Unconvertible).size() != before) return;  // refuse-foreign-ops refuses the model
   declareOpset(model, target);

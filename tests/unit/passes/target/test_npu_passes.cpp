@@ -1,0 +1,192 @@
+// The passes the NPU targets (qnn, rknn) need, on small graphs: dequantize-moves puts data
+// movement between DQ and Q at the parameters its tensor is read with; matmul-as-conv writes
+// the MatMul on a quantized graph input as a 1x1 Conv with the transposed integers;
+// add-zero-points gives each Q/DQ its zero point; requantize-narrower lists what it changes;
+// check-target names per-channel activations, blocks and weight-only ops with the runtime's reason.
+#include <catch2/catch.hpp>
+
+#include "model_builder.h"
+#include "qconv/ir/tensor.h"
+
+using namespace qtest;
+
+namespace {
+
+qconv::PassOptions forTarget(const char* name, bool approximate = false) {
+  qconv::PassOptions o;
+  o.target = qconv::findTarget(name);
+  o.approximate = approximate;
+  return o;
+}
+
+/// x -> Q(0.1, 128) -> MaxPool (on uint8) -> DQ(0.1, 128) -> y
+ModelBuilder poolOnUint8() {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, 2, 4, 4});
+  b.floats("s", {}, {0.1f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  auto& pool = b.node("MaxPool", {"x_q"}, {"p_q"}, "pool");
+  setInts(pool, "kernel_shape", {2, 2});
+  setInts(pool, "strides", {2, 2});
+  b.node("DequantizeLinear", {"p_q", "s", "z"}, {"y"}, "dq_y");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("dequantize-moves: MaxPool on uint8 runs between DQ and Q at its tensor's parameters, for qnn") {
+  auto m = poolOnUint8().build();
+  Reporter r(forTarget("qnn"));
+  qconv::pairQdq(m, r.ctx);
+  qconv::dequantizeMoves(m, r.ctx);
+  const auto* pool = only(m.graph, "MaxPool");
+  const auto* dq = pool->input(0)->producer();
+  REQUIRE(dq->opType() == "DequantizeLinear");
+  REQUIRE(floatsOf(dq->input(1)) == std::vector<float>{0.1f});
+  REQUIRE(intsOf(dq->input(2)) == std::vector<int64_t>{128});
+  REQUIRE(pool->output(0)->uses().size() == 1);
+  const auto* q = pool->output(0)->uses()[0].node;
+  REQUIRE(q->opType() == "QuantizeLinear");
+  REQUIRE(q->output(0)->name() == "p_q");  // the 8-bit tensor keeps its name and readers
+  REQUIRE(q->output(0)->elemType() == TensorProto::UINT8);
+  REQUIRE(r.ctx.counters().at("MaxPool moved between DQ and Q") == 1);
+  qconv::checkTarget(m, r.ctx);
+  REQUIRE(r.ctx.reports(qconv::Report::Unconvertible).empty());
+}
+
+TEST_CASE("dequantize-moves: nothing moves for a target that moves data on that type, or without a target") {
+  for (const char* t : {"onnxruntime", ""}) {
+    auto m = poolOnUint8().build();
+    Reporter r(*t ? forTarget(t) : qconv::PassOptions{});
+    qconv::pairQdq(m, r.ctx);
+    qconv::dequantizeMoves(m, r.ctx);
+    REQUIRE(only(m.graph, "MaxPool")->input(0)->producer()->opType() == "QuantizeLinear");
+  }
+}
+
+TEST_CASE("dequantize-moves: an op computing new values stays, and check-target names it with the runtime's reason") {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, 2, 4, 4});
+  b.floats("s", {}, {0.1f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.floats("scales", {4}, {1, 1, 2, 2});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  auto& resize = b.node("Resize", {"x_q", "", "scales"}, {"r_q"}, "resize");
+  resize.add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("mode");
+    a.set_type(onnx::AttributeProto::STRING);
+    a.set_s("linear");
+    return a;
+  }());
+  b.node("DequantizeLinear", {"r_q", "s", "z"}, {"y"}, "dq_y");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  Reporter r(forTarget("qnn"));
+  qconv::pairQdq(m, r.ctx);
+  qconv::dequantizeMoves(m, r.ctx);
+  REQUIRE(r.text.str().find("resize: not moved between DQ and Q: Resize computes new values from the integers") !=
+          std::string::npos);
+  qconv::checkTarget(m, r.ctx);
+  const auto said = r.ctx.reports(qconv::Report::Unconvertible);
+  REQUIRE(said.size() == 1);
+  REQUIRE(said[0].find("resize: not run by --target qnn: Resize on uint8: QNN HTP (onnxruntime-qnn 2.7) fails the "
+                       "session on data movement run on an 8-bit tensor") == 0);
+}
+
+TEST_CASE("matmul-as-conv: a MatMul on a quantized 2-D graph input becomes a 1x1 Conv of the transposed integers") {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {4, 3});
+  b.floats("s", {}, {0.1f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.ints("w", TensorProto::INT8, {3, 2}, {1, 2, 3, 4, 5, 6});
+  b.floats("ws", {2}, {0.01f, 0.02f});
+  b.ints("wz", TensorProto::INT8, {2}, {0, 0});
+  b.floats("ys", {}, {0.2f});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  b.node("DequantizeLinear", {"x_q", "s", "z"}, {"x_f"}, "dq_x");
+  setInt(b.node("DequantizeLinear", {"w", "ws", "wz"}, {"w_f"}, "dq_w"), "axis", 1);
+  b.node("MatMul", {"x_f", "w_f"}, {"y_f"}, "mm");
+  b.node("QuantizeLinear", {"y_f", "ys", "z"}, {"y_q"}, "q_y");
+  b.node("DequantizeLinear", {"y_q", "ys", "z"}, {"y"}, "dq_y");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  Reporter r(forTarget("rknn"));
+  qconv::matmulAsConv(m, r.ctx);
+  REQUIRE(nodesOf(m.graph, "MatMul").empty());
+  const auto* conv = only(m.graph, "Conv");
+  REQUIRE(conv->name() == "mm");
+  const auto* wdq = conv->input(1)->producer();
+  REQUIRE(intsOf(wdq->input(0)) == std::vector<int64_t>{1, 3, 5, 2, 4, 6});  // [N, K, 1, 1]
+  REQUIRE(qconv::ir::dimsOf(*wdq->input(0)->initializer()) == std::vector<int64_t>{2, 3, 1, 1});
+  REQUIRE(wdq->attrInt("axis", -1) == 0);
+  REQUIRE(only(m.graph, "Squeeze")->output(0)->name() == "y_f");
+  REQUIRE(only(m.graph, "Unsqueeze")->input(0)->name() == "x_f");
+  // only rknn asks for it
+  auto again = b.build();
+  Reporter q(forTarget("qnn"));
+  qconv::matmulAsConv(again, q.ctx);
+  REQUIRE(nodesOf(again.graph, "MatMul").size() == 1);
+}
+
+TEST_CASE("add-zero-points: a bias DequantizeLinear gets int32 zeros of its scale's shape, for rknn only") {
+  ConvSpec spec;
+  spec.per_channel = true;
+  auto m = convModel(spec).build();
+  auto* dqb = nodesOf(m.graph, "DequantizeLinear")[2];
+  qconv::ir::Graph& g = m.graph;
+  g.setInput(dqb, 2, nullptr);
+  Reporter r(forTarget("rknn"));
+  qconv::addZeroPoints(m, r.ctx);
+  REQUIRE(dqb->input(2));
+  REQUIRE(dqb->input(2)->initializer()->data_type() == TensorProto::INT32);
+  REQUIRE(intsOf(dqb->input(2)) == std::vector<int64_t>{0, 0, 0});
+  REQUIRE(r.ctx.counters().at("zero points made explicit") == 1);
+}
+
+TEST_CASE("requantize-narrower: uint16 activations to uint8 for rknn with --approximate, each listed") {
+  ModelBuilder b(21, 10);
+  b.input("x", TensorProto::FLOAT, {1, 4});
+  b.floats("s", {}, {0.001f});
+  b.ints("z", TensorProto::UINT16, {}, {32768});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  b.node("DequantizeLinear", {"x_q", "s", "z"}, {"y"}, "dq_x");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  Reporter refused(forTarget("rknn"));
+  qconv::requantizeNarrower(m, refused.ctx);  // without --approximate: nothing
+  REQUIRE(refused.ctx.approximations().empty());
+  Reporter r(forTarget("rknn", true));
+  qconv::requantizeNarrower(m, r.ctx);
+  const auto listed = r.ctx.approximations();
+  REQUIRE(listed.size() == 2);
+  REQUIRE(listed[0].find("q_x: uint16 requantized to uint8 at scale 0.257 (was 0.001), for --target rknn") == 0);
+  const auto* q = only(m.graph, "QuantizeLinear");
+  REQUIRE(floatsOf(q->input(1)) == std::vector<float>{0.001f * 257.0f});
+  REQUIRE(intsOf(q->input(2)) == std::vector<int64_t>{128});  // 32768 / 257 = 127.5 -> 128 (ties to even)
+  REQUIRE(q->output(0)->elemType() == TensorProto::UINT8);
+}
+
+TEST_CASE("check-target: qnn names a per-channel activation and a weight-only op, each with HTP's reason") {
+  ConvSpec spec;
+  spec.per_channel = true;
+  auto m = convModel(spec).build();
+  auto* dqw = nodesOf(m.graph, "DequantizeLinear")[1];
+  // the conv's output read by a float op, not a Q: weight-only
+  qconv::ir::Graph& g = m.graph;
+  auto* conv = only(g, "Conv");
+  auto* relu = g.createNode("Relu", "", {conv->output(0)}, 1, nullptr);
+  g.markGraphOutput(relu->output(0));
+  Reporter r(forTarget("qnn"));
+  qconv::checkTarget(m, r.ctx);
+  const auto said = r.ctx.reports(qconv::Report::Unconvertible);
+  REQUIRE(!said.empty());
+  bool named = false;
+  for (const auto& s : said)
+    named = named || s.find(dqw->label() + ": not run by --target qnn: " + conv->label() +
+                            " (Conv) reads it and computes in float: QNN HTP (onnxruntime-qnn 2.7) takes a "
+                            "DequantizeLinear only inside a quantized op") == 0;
+  REQUIRE(named);
+}
