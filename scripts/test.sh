@@ -7,6 +7,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/setup.sh
+# the RKNN toolkit's own venv (cached per machine; empty where it cannot be made: its tests skip)
+QCONV_RKNN_PYTHON="$(scripts/setup_rknn.sh)"
+export QCONV_RKNN_PYTHON
 echo "== unit tests (Catch2, ctest)"
 ctest --test-dir build --output-on-failure -j"$(nproc)"
 echo "== integration tests (pytest: the ONNX reference judges, onnxruntime second)"

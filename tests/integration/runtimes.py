@@ -134,12 +134,79 @@ def run_aidge(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
         raise Refused(_line(e)) from None
 
 
+def run_qnn(path: str, xs: list[np.ndarray], fallback: bool = False) -> list[np.ndarray]:
+    """Qualcomm QNN's HTP backend (onnxruntime-qnn: its x86 HTP simulator), the recipe of
+    runtimes.md. Without `fallback` a node HTP does not take fails the session instead of
+    running on the CPU: a run is a run on the NPU."""
+    import onnxruntime as ort
+    import onnxruntime_qnn
+    ort.set_default_logger_severity(3)
+    if not any(d.ep_name == "QNNExecutionProvider" for d in ort.get_ep_devices()):
+        ort.register_execution_provider_library("QNNExecutionProvider", onnxruntime_qnn.get_library_path())
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == "QNNExecutionProvider"]
+    try:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.add_provider_for_devices(devices, {"backend_path": onnxruntime_qnn.get_qnn_htp_path(),
+                                              "offload_graph_io_quantization": "0"})
+        if not fallback:
+            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        s = ort.InferenceSession(path, so)
+        name = s.get_inputs()[0].name
+        return [s.run(None, {name: x})[0] for x in xs]
+    except Exception as e:  # noqa: BLE001
+        raise Refused(_line(e)) from None
+
+
+def rknn_python() -> str | None:
+    """The RKNN toolkit's venv python (scripts/setup_rknn.sh, run by test.sh), or None."""
+    py = os.environ.get("QCONV_RKNN_PYTHON", "")
+    return py if py and os.path.exists(py) else None
+
+
+RKNN_TIMEOUT = 180  # seconds: some builds never end (runtimes.md); a small model builds in 2 to 10 s
+
+
+def run_rknn(path: str, xs: list[np.ndarray], level: int = 2) -> list[np.ndarray]:
+    """Rockchip's RKNN toolkit: build for rk3588 at `level` from the quantized model as it is
+    (do_quantization=False), then its PC simulator, in its own venv, in a child process with a
+    timeout. Raises Refused with what it said, or that the build did not end."""
+    py = rknn_python()
+    assert py, "no RKNN venv: scripts/setup_rknn.sh"
+    with tempfile.TemporaryDirectory() as work:
+        for i, x in enumerate(xs):
+            np.save(os.path.join(work, f"in{i}.npy"), x)
+        child = os.path.join(os.path.dirname(__file__), "rknn_child.py")
+        try:
+            p = subprocess.run([py, child, path, work, str(len(xs)), str(level)], capture_output=True, text=True,
+                               timeout=RKNN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Refused(f"its build did not finish in {RKNN_TIMEOUT} s") from None
+        if p.returncode != 0:
+            said = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("E ") or "Error" in ln]
+            raise Refused(_line(said[-1] if said else p.stderr[-300:]))
+        return [np.load(os.path.join(work, f"out{i}.npy")) for i in range(len(xs))]
+
+
+def rknn_layers(path: str, level: int = 2) -> str:
+    """The verbose build's log (its layer table names each layer's type and where it runs)."""
+    py = rknn_python()
+    assert py
+    with tempfile.TemporaryDirectory() as work:
+        child = os.path.join(os.path.dirname(__file__), "rknn_child.py")
+        p = subprocess.run([py, child, path, work, "0", str(level), "verbose"], capture_output=True, text=True,
+                           timeout=RKNN_TIMEOUT)
+        return p.stdout + p.stderr
+
+
 RUNNERS = {
     "onnxruntime": run_onnxruntime,
     "openvino": run_openvino,
     "iree": run_iree,
     "tvm": run_tvm,
     "aidge": run_aidge,
+    "qnn": run_qnn,
+    "rknn": run_rknn,
 }
 
 DISTRIBUTIONS = {
@@ -148,6 +215,7 @@ DISTRIBUTIONS = {
     "iree": ["iree-base-compiler", "iree-base-runtime"],
     "tvm": ["apache-tvm"],
     "aidge": ["aidge-core", "aidge-onnx", "aidge-backend-cpu"],
+    "qnn": ["onnxruntime", "onnxruntime-qnn"],
 }
 
 
@@ -175,4 +243,6 @@ def host_has_avx512() -> bool:
 
 
 def versions(runtime: str) -> str:
+    if runtime == "rknn":
+        return "rknn-toolkit2 2.5.0 (tests/rknn-requirements.txt)"
     return ", ".join(f"{d} {_version(d)}" for d in DISTRIBUTIONS[runtime])

@@ -113,8 +113,10 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after fuse-gather-block-quantized", "; IR after move-on-int8", "; IR after gemm-as-conv",
                        "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fuse-contrib",
                        "; IR after name-leftovers",
-                       "; IR after shift-types", "; IR after fold-dequantized-constants",
-                       "; IR after requantize-symmetric", "; IR after check-zero-points",
+                       "; IR after shift-types", "; IR after dequantize-moves", "; IR after matmul-as-conv",
+                       "; IR after fold-dequantized-constants",
+                       "; IR after requantize-symmetric", "; IR after requantize-narrower", "; IR after add-zero-points",
+                       "; IR after check-zero-points",
                        "; IR after check-saturation", "; IR after redeclare-opset", "; IR after check-target",
                        "; IR after refuse-foreign-ops"]
     assert "= QLinearConv(" in r.stdout
@@ -138,7 +140,8 @@ def test_passes_lists_the_registry():
     assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: validate,fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,"
                                                      "lower-fake-quantize,unfuse-qop,lower-matmul-nbits,lower-gather-block-quantized,unfuse-integer-ops,fold-producers,lower-primitive-qdq,"
                                                      "lower-integer-ops,lift-float-form,pair-qdq,scalarize-one-channel,requantize-per-tensor,shift-types,"
-                                                     "fold-dequantized-constants,requantize-symmetric,check-zero-points,check-saturation,"
+                                                     "dequantize-moves,matmul-as-conv,fold-dequantized-constants,requantize-symmetric,"
+                                                     "requantize-narrower,add-zero-points,check-zero-points,check-saturation,"
                                                      "redeclare-opset,check-target,refuse-foreign-ops") in r.stdout
     # every stage shows, the hidden ones included
     for stage in ("validate", "redeclare-opset", "refuse-foreign-ops"):

@@ -28,7 +28,8 @@ from conftest import EXAMPLE, TARGET_ROWS, ort_agrees, output_step, run_qconv  #
 RUNTIMES = ["onnxruntime", "openvino", "iree", "tvm", "aidge"]
 FORMATS = {"onnxruntime": ["qop", "qdq"], "openvino": ["qdq", "qop"], "iree": ["qdq", "qop"], "tvm": ["qdq"],
            "aidge": ["qdq", "qop"], "tensorrt": ["qdq"]}
-DEFAULT_FORMAT = {"onnxruntime": "qop", "openvino": "qdq", "iree": "qdq", "tvm": "qdq", "aidge": "qdq", "tensorrt": "qdq"}
+DEFAULT_FORMAT = {"onnxruntime": "qop", "openvino": "qdq", "iree": "qdq", "tvm": "qdq", "aidge": "qdq", "tensorrt": "qdq",
+                  "qnn": "qdq", "rknn": "qdq"}  # the NPU targets' own tests: test_npu_targets.py
 CASES = [f"{m}-{kind}-{g}" for m in ("cnn", "mlp") for kind in ("u8s8", "s8s8") for g in ("per_tensor", "per_channel")]
 CASES.append("example")
 
@@ -139,7 +140,7 @@ def test_targets_lists_each_target_on_one_line():
     r = run_qconv("targets")
     assert r.returncode == 0
     lines = r.stdout.splitlines()
-    assert [ln.split()[0] for ln in lines] == ["onnxruntime", "tensorrt", "openvino", "iree", "tvm", "aidge"]
+    assert [ln.split()[0] for ln in lines] == ["onnxruntime", "tensorrt", "openvino", "iree", "tvm", "aidge", "qnn", "rknn"]
     for ln in lines:
         assert f"--format {DEFAULT_FORMAT[ln.split()[0]]}" in ln
 
