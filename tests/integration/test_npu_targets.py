@@ -354,3 +354,33 @@ def test_rknn_never_finishes_a_matmul_on_a_quantized_graph_input(made, tmp_path,
     r = convert(src, dst, "--target", "rknn")
     assert r.returncode == 0 and "1 MatMul as 1x1 Conv" in r.stderr
     assert [n.op_type for n in onnx.load(dst).graph.node].count("MatMul") == 2
+
+
+def test_qnn_raises_the_opset_for_16_bit_com_microsoft_qdq(tmp_path):
+    """onnxruntime's quantizer writes 16-bit Q/DQ in the com.microsoft domain below opset 21
+    (UseQDQContribOps); QNN runs no com.microsoft op, and the standard 16-bit ops need opset 21:
+    the opset is raised (every node keeps its meaning) and the Q/DQ lowered, and HTP runs it."""
+    need("qnn")
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    fm = models.cnn()
+    fm.opset_import[0].version = 13
+    src_f, src = str(tmp_path / "f.onnx"), str(tmp_path / "u16_contrib.onnx")
+    onnx.save(fm, src_f)
+    quantize_static(src_f, src, models.calibration_reader(models.sample_inputs(fm, 16, seed=123)),
+                    quant_format=QuantFormat.QDQ, per_channel=False, activation_type=QuantType.QUInt16,
+                    weight_type=QuantType.QInt8, extra_options={"UseQDQContribOps": True})
+    m = onnx.load(src)
+    if [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")] != [13]:  # this onnxruntime raised it itself
+        m.opset_import[[o.domain for o in m.opset_import].index("")].version = 13
+        onnx.save(m, src)
+    assert any(n.domain == "com.microsoft" for n in m.graph.node)
+    dst = str(tmp_path / "out.onnx")
+    r = convert(src, dst, "--target", "qnn", "-v")
+    assert r.returncode == 0, r.stderr
+    assert "opset raised to 21 for 16-bit QuantizeLinear/DequantizeLinear" in r.stderr
+    out = onnx.load(dst)
+    assert [o.version for o in out.opset_import if o.domain in ("", "ai.onnx")] == [21]
+    assert not [n for n in out.graph.node if n.domain not in ("", "ai.onnx")]
+    xs = feeds(dst)
+    off = steps_off(reference.outputs(dst, xs), runtimes.run_qnn(dst, xs), output_step(dst))
+    assert off <= 64, f"{off:.0f} uint16 steps"
