@@ -167,10 +167,11 @@ def rknn_python() -> str | None:
 RKNN_TIMEOUT = 180  # seconds: some builds never end (runtimes.md); a small model builds in 2 to 10 s
 
 
-def run_rknn(path: str, xs: list[np.ndarray], level: int = 2) -> list[np.ndarray]:
+def run_rknn(path: str, xs: list[np.ndarray], level: int = 2, layers: list | None = None) -> list[np.ndarray]:
     """Rockchip's RKNN toolkit: build for rk3588 at `level` from the quantized model as it is
     (do_quantization=False), then its PC simulator, in its own venv, in a child process with a
-    timeout. Raises Refused with what it said, or that the build did not end."""
+    timeout. Raises Refused with what it said, or that the build did not end. With `layers`, the
+    build's layer table is appended to it: (operator, data type, NPU or CPU) per layer."""
     py = rknn_python()
     assert py, "no RKNN venv: scripts/setup_rknn.sh"
     with tempfile.TemporaryDirectory() as work:
@@ -178,25 +179,23 @@ def run_rknn(path: str, xs: list[np.ndarray], level: int = 2) -> list[np.ndarray
             np.save(os.path.join(work, f"in{i}.npy"), x)
         child = os.path.join(os.path.dirname(__file__), "rknn_child.py")
         try:
-            p = subprocess.run([py, child, path, work, str(len(xs)), str(level)], capture_output=True, text=True,
-                               timeout=RKNN_TIMEOUT)
+            p = subprocess.run([py, child, path, work, str(len(xs)), str(level), "verbose"], capture_output=True,
+                               text=True, timeout=RKNN_TIMEOUT)
         except subprocess.TimeoutExpired:
             raise Refused(f"its build did not finish in {RKNN_TIMEOUT} s") from None
         if p.returncode != 0:
             said = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("E ") or "Error" in ln]
             raise Refused(_line(said[-1] if said else p.stderr[-300:]))
+        if layers is not None:
+            layers.extend(rknn_layer_table(p.stdout + p.stderr))
         return [np.load(os.path.join(work, f"out{i}.npy")) for i in range(len(xs))]
 
 
-def rknn_layers(path: str, level: int = 2) -> str:
-    """The verbose build's log (its layer table names each layer's type and where it runs)."""
-    py = rknn_python()
-    assert py
-    with tempfile.TemporaryDirectory() as work:
-        child = os.path.join(os.path.dirname(__file__), "rknn_child.py")
-        p = subprocess.run([py, child, path, work, "0", str(level), "verbose"], capture_output=True, text=True,
-                           timeout=RKNN_TIMEOUT)
-        return p.stdout + p.stderr
+def rknn_layer_table(log: str) -> list[tuple[str, str, str]]:
+    """The verbose build's layer table: (operator, data type, NPU or CPU) per layer."""
+    import re
+    row = re.compile(r"D RKNN: \[[^\]]*\] \d+\s+(\w+)\s+(\w+)\s+(NPU|CPU)\s")
+    return [m.groups() for m in map(row.match, log.splitlines()) if m]
 
 
 RUNNERS = {

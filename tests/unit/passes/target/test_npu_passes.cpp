@@ -1,7 +1,8 @@
 // The passes the NPU targets (qnn, rknn) need, on small graphs: dequantize-moves puts data
 // movement between DQ and Q at the parameters its tensor is read with; matmul-as-conv writes
 // the MatMul on a quantized graph input as a 1x1 Conv with the transposed integers;
-// add-zero-points gives each Q/DQ its zero point; requantize-narrower lists what it changes;
+// add-zero-points gives each Q/DQ its zero point; requantize-blocked and requantize-wide list what
+// they change;
 // check-target names per-channel activations, blocks and weight-only ops with the runtime's reason.
 #include <catch2/catch.hpp>
 
@@ -146,7 +147,7 @@ TEST_CASE("add-zero-points: a bias DequantizeLinear gets int32 zeros of its scal
   REQUIRE(r.ctx.counters().at("zero points made explicit") == 1);
 }
 
-TEST_CASE("requantize-narrower: uint16 activations to uint8 for rknn with --approximate, each listed") {
+TEST_CASE("requantize-wide: uint16 activations to uint8 for rknn with --approximate, each listed") {
   ModelBuilder b(21, 10);
   b.input("x", TensorProto::FLOAT, {1, 4});
   b.floats("s", {}, {0.001f});
@@ -156,10 +157,10 @@ TEST_CASE("requantize-narrower: uint16 activations to uint8 for rknn with --appr
   b.output("y", TensorProto::FLOAT);
   auto m = b.build();
   Reporter refused(forTarget("rknn"));
-  qconv::requantizeNarrower(m, refused.ctx);  // without --approximate: nothing
+  qconv::requantizeWide(m, refused.ctx);  // without --approximate: nothing
   REQUIRE(refused.ctx.approximations().empty());
   Reporter r(forTarget("rknn", true));
-  qconv::requantizeNarrower(m, r.ctx);
+  qconv::requantizeWide(m, r.ctx);
   const auto listed = r.ctx.approximations();
   REQUIRE(listed.size() == 2);
   REQUIRE(listed[0].find("q_x: uint16 requantized to uint8 at scale 0.257 (was 0.001), for --target rknn") == 0);
@@ -189,4 +190,61 @@ TEST_CASE("check-target: qnn names a per-channel activation and a weight-only op
                             " (Conv) reads it and computes in float: QNN HTP (onnxruntime-qnn 2.7) takes a "
                             "DequantizeLinear only inside a quantized op") == 0;
   REQUIRE(named);
+}
+
+TEST_CASE("requantize-blocked: int4 blocks along K become int8 per output column, for qnn with --approximate") {
+  ModelBuilder b(21, 10);
+  b.input("x", TensorProto::FLOAT, {1, 4});
+  {  // int4, packed two to a byte, the first in the low nibble
+    const std::vector<int> v = {-8, 7, 1, -1, 3, 2, -4, 0};
+    onnx::TensorProto& t = *b.graph().add_initializer();
+    t.set_name("w");
+    t.set_data_type(22);  // INT4
+    t.add_dims(4);
+    t.add_dims(2);
+    std::string raw;
+    for (size_t i = 0; i < v.size(); i += 2) raw.push_back(static_cast<char>((v[i] & 0xF) | ((v[i + 1] & 0xF) << 4)));
+    t.set_raw_data(raw);
+  }
+  b.floats("ws", {2, 2}, {0.5f, 0.25f, 0.1f, 1.0f});  // [K / 2, N]
+  auto& dq = b.node("DequantizeLinear", {"w", "ws"}, {"w_f"}, "dq_w");
+  setInt(dq, "axis", 0);
+  setInt(dq, "block_size", 2);
+  b.node("MatMul", {"x", "w_f"}, {"y"}, "mm");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  Reporter r(forTarget("qnn", true));
+  qconv::requantizeBlocked(m, r.ctx);
+  const auto listed = r.ctx.approximations();
+  REQUIRE(listed.size() == 1);
+  REQUIRE(listed[0].find("dq_w: int4 weights in blocks of 2 requantized per channel (axis 1) as int8, for --target qnn") == 0);
+  const auto* n = only(m.graph, "DequantizeLinear");
+  REQUIRE(n->attrInt("block_size", 0) == 0);
+  REQUIRE(n->attrInt("axis", -1) == 1);
+  // column 0: -4, 0.5, 0.3, -0.4 -> scale 4/127; column 1: 1.75, -0.25, 2, 0 -> scale 2/127
+  REQUIRE(floatsOf(n->input(1)) == std::vector<float>{4.0f / 127.0f, 2.0f / 127.0f});
+  const std::vector<int64_t> q = intsOf(n->input(0));
+  REQUIRE(q[0] == -127);  // -4
+  REQUIRE(q[5] == 127);   // 2
+  REQUIRE(n->input(0)->initializer()->data_type() == TensorProto::INT8);
+  qconv::checkTarget(m, r.ctx);
+  for (const auto& s : r.ctx.reports(qconv::Report::Unconvertible)) REQUIRE(s.find("in blocks") == std::string::npos);
+}
+
+TEST_CASE("requantize-blocked: a scale not of the blocked shape is refused, said, and left") {
+  ModelBuilder b(21, 10);
+  b.input("x", TensorProto::FLOAT, {1, 4});
+  b.ints("w", TensorProto::INT8, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  b.floats("ws", {1, 2}, {0.5f, 0.25f});  // should be [2, 2]
+  auto& dq = b.node("DequantizeLinear", {"w", "ws"}, {"w_f"}, "dq_w");
+  setInt(dq, "axis", 0);
+  setInt(dq, "block_size", 2);
+  b.node("MatMul", {"x", "w_f"}, {"y"}, "mm");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  Reporter r(forTarget("rknn", true));
+  qconv::requantizeBlocked(m, r.ctx);
+  REQUIRE(r.ctx.approximations().empty());
+  REQUIRE(r.text.str().find("dq_w: not requantized per channel: its scale is not of the blocked shape") != std::string::npos);
+  REQUIRE(only(m.graph, "DequantizeLinear")->attrInt("block_size", 0) == 2);
 }
