@@ -179,8 +179,9 @@ def run_rknn(path: str, xs: list[np.ndarray], level: int = 2, layers: list | Non
             np.save(os.path.join(work, f"in{i}.npy"), x)
         child = os.path.join(os.path.dirname(__file__), "rknn_child.py")
         try:
-            p = subprocess.run([py, child, path, work, str(len(xs)), str(level), "verbose"], capture_output=True,
-                               text=True, timeout=RKNN_TIMEOUT)
+            # in the temporary folder: the toolkit writes its check*.onnx stages to its working directory
+            p = subprocess.run([py, child, os.path.abspath(path), work, str(len(xs)), str(level), "verbose"],
+                               capture_output=True, text=True, timeout=RKNN_TIMEOUT, cwd=work)
         except subprocess.TimeoutExpired:
             raise Refused(f"its build did not finish in {RKNN_TIMEOUT} s") from None
         if p.returncode != 0:

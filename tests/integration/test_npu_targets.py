@@ -30,6 +30,7 @@ import npu_models  # noqa: E402
 import reference  # noqa: E402
 import runtimes  # noqa: E402
 from conftest import EXAMPLE, TARGET_ROWS, output_step, run_qconv  # noqa: E402
+from test_targets import feeds  # noqa: E402  (the same inputs as the other targets' tests)
 
 
 def _qnn_missing() -> str | None:
@@ -57,13 +58,6 @@ def need(target: str) -> None:
     why = MISSING[target]()
     if why:
         pytest.skip(f"--target {target} not run: {why}")
-
-
-def feeds(path: str, count: int = 2) -> list[np.ndarray]:
-    m = onnx.load(path)
-    shape = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim]
-    rng = np.random.default_rng(7)
-    return [rng.normal(0, 1, shape).astype(np.float32) for _ in range(count)]
 
 
 def steps_off(want: list[np.ndarray], got: list[np.ndarray], step: float) -> float:
@@ -348,6 +342,8 @@ def test_rknn_limits_still_hold(made, tmp_path):
     conv_model(ok)
     xs = feeds(ok, 1)
     assert steps_off(reference.outputs(ok, xs), runtimes.run_rknn(ok, xs), 0.05) <= STEPS["rknn"] + 1e-4
+    # the toolkit writes its check*.onnx stages where it runs: in runtimes' temporary folder, not here
+    assert not [f for f in os.listdir(os.getcwd()) if f.startswith("check") and f.endswith(".onnx")]
 
 
 def test_rknn_never_finishes_a_matmul_on_a_quantized_graph_input(made, tmp_path, monkeypatch):

@@ -1,5 +1,7 @@
 #include "model_builder.h"
 
+#include "qconv/targets/target.h"
+
 #include <catch2/catch.hpp>
 
 #include "qconv/io/model_io.h"
@@ -109,6 +111,13 @@ std::vector<float> floatsOf(const qconv::ir::Value* v) {
   auto r = qconv::ir::readFloats(*v, &why);
   REQUIRE(r);
   return *r;
+}
+
+qconv::PassOptions forTarget(const char* name, bool approximate) {
+  qconv::PassOptions o;
+  o.target = qconv::findTarget(name);
+  o.approximate = approximate;
+  return o;
 }
 
 Reporter::Reporter(qconv::PassOptions options)

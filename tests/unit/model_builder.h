@@ -51,6 +51,9 @@ qconv::ir::Node* only(const qconv::ir::Graph& g, const std::string& op);
 std::vector<int64_t> intsOf(const qconv::ir::Value* v);
 std::vector<float> floatsOf(const qconv::ir::Value* v);
 
+/// Pass options for --target `name` (a profile that exists), with --approximate or not.
+qconv::PassOptions forTarget(const char* name, bool approximate = false);
+
 /// A PassContext whose log goes to a string.
 struct Reporter {
   explicit Reporter(qconv::PassOptions options = {});

@@ -8,17 +8,6 @@
 
 using namespace qtest;
 
-namespace {
-
-qconv::PassOptions forTarget(const char* name, bool approximate = false) {
-  qconv::PassOptions o;
-  o.target = qconv::findTarget(name);
-  o.approximate = approximate;
-  return o;
-}
-
-}  // namespace
-
 TEST_CASE("fold-dequantized-constants: a per-channel int32 bias becomes the floats its DequantizeLinear computes") {
   ConvSpec spec;
   spec.per_channel = true;

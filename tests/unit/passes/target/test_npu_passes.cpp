@@ -13,13 +13,6 @@ using namespace qtest;
 
 namespace {
 
-qconv::PassOptions forTarget(const char* name, bool approximate = false) {
-  qconv::PassOptions o;
-  o.target = qconv::findTarget(name);
-  o.approximate = approximate;
-  return o;
-}
-
 /// x -> Q(0.1, 128) -> MaxPool (on uint8) -> DQ(0.1, 128) -> y
 ModelBuilder poolOnUint8() {
   ModelBuilder b;
