@@ -161,7 +161,7 @@ std::vector<TargetProfile> makeProfiles() {
   TargetProfile rknn;
   rknn.name = "rknn";
   rknn.runtime = "Rockchip RKNN (rknn-toolkit2 2.5.0, rk3588, optimization level 2; its PC simulator)";
-  rknn.summary = "QDQ only, opset 19 or lower, 8-bit, data movement between DQ and Q";
+  rknn.summary = "QDQ only, opset 19 or lower, 8-bit, every zero point explicit";
   rknn.qop = no("rknn-toolkit2 2.5 refuses QOperator ops (a QLinearConv alone: 'Missing quantization parameters'; "
                 "QLinearMatMul graphs fail its shape inference)");
   rknn.contrib = no("rknn-toolkit2 2.5 refuses every com.microsoft op");
