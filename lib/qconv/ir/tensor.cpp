@@ -30,6 +30,8 @@ std::optional<int64_t> numElements(const TensorProto& t) {
 
 std::vector<int64_t> dimsOf(const TensorProto& t) { return {t.dims().begin(), t.dims().end()}; }
 
+int32_t elementType(const Value& v) { return v.initializer() ? v.initializer()->data_type() : v.elemType(); }
+
 size_t byteWidth(int32_t dt) {
   switch (dt) {
     case TensorProto::INT8:

@@ -63,6 +63,9 @@ bool isInt8Like(int32_t data_type);
 
 std::vector<int64_t> dimsOf(const onnx::TensorProto& t);
 
+/// The element type of `v`: its initializer's when it has one, else the type the IR knows (0 unknown).
+int32_t elementType(const Value& v);
+
 /// Bytes per element of a fixed-width type; 0 for STRING, packed and unknown types.
 size_t byteWidth(int32_t data_type);
 /// The bytes raw_data (or external data) holds for `t`'s dims and type: count * width, or for a

@@ -4,6 +4,8 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+
 namespace qconv {
 
 namespace {
@@ -182,6 +184,15 @@ std::vector<TargetProfile> makeProfiles() {
 }
 
 }  // namespace
+
+bool movesDataOn(const TargetProfile& t, int32_t type) {
+  const uint8_t bit = type == onnx::TensorProto::INT8 ? kInt8 : type == onnx::TensorProto::UINT8 ? kUint8 : 0;
+  return !bit || (t.move_on & bit);
+}
+
+bool takesType(const TargetProfile& t, int32_t type) {
+  return t.quant_types.empty() || std::find(t.quant_types.begin(), t.quant_types.end(), type) != t.quant_types.end();
+}
 
 const ContribOp* findContribOp(const TargetProfile& t, std::string_view op) {
   for (const ContribOp& c : t.contrib_ops)

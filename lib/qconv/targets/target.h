@@ -87,6 +87,12 @@ struct TargetProfile {
   std::string_view saturating_kernels;
 };
 
+/// Whether `t` runs data movement on a tensor of ONNX type `type` (move_on; any type but int8 and
+/// uint8: yes).
+bool movesDataOn(const TargetProfile& t, int32_t type);
+/// Whether `t`'s QuantizeLinear/DequantizeLinear take ONNX type `type` (quant_types; empty: every type).
+bool takesType(const TargetProfile& t, int32_t type);
+
 /// The line of `t.contrib_ops` for `op`, or null.
 const ContribOp* findContribOp(const TargetProfile& t, std::string_view op);
 

@@ -59,7 +59,7 @@ std::string matMulNBitsProblem(const ir::Node& n) {
   if (auto s = countOf(n.input(2)); s && *s != N * blocks)  // (3)
     return fmt::format("scales are not a constant float tensor of N * k_blocks = {} values", N * blocks);
   if (const ir::Value* z = n.input(3)) {
-    const int32_t zt = z->initializer() ? z->initializer()->data_type() : z->elemType();
+    const int32_t zt = ir::elementType(*z);
     const int64_t want = zt == onnx::TensorProto::UINT8 ? N * ((blocks * bits + 7) / 8) : N * blocks;
     if (auto c = countOf(z); c && *c != want)
       return fmt::format("zero points hold {} values, N * {} is {}", *c,

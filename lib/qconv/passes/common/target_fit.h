@@ -50,9 +50,7 @@ inline std::string matmulFits(const PassContext& ctx, bool b_per_column) {
 /// Data movement on an 8-bit activation of type `type`.
 inline std::string movementFits(const PassContext& ctx, int32_t type) {
   const TargetProfile& t = ctx.target();
-  const int32_t stored = storedType(ctx.options(), type, false);
-  const uint8_t bit = stored == onnx::TensorProto::INT8 ? kInt8 : stored == onnx::TensorProto::UINT8 ? kUint8 : 0;
-  if (bit && !(t.move_on & bit)) return std::string(t.move_why);
+  if (!movesDataOn(t, storedType(ctx.options(), type, false))) return std::string(t.move_why);
   return "";
 }
 

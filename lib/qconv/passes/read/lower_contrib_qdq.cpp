@@ -160,8 +160,7 @@ bool raiseForWideQdq(ir::Model& model, const PassContext& ctx, int64_t opset) {
     bool quantize = false;
     if (!dialectOf(*n, &quantize)) continue;
     const int32_t type = quantizedType(*n, quantize);
-    wide = wide || ((type == onnx::TensorProto::UINT16 || type == onnx::TensorProto::INT16) &&
-                    std::find(t.quant_types.begin(), t.quant_types.end(), type) != t.quant_types.end());
+    wide = wide || ((type == onnx::TensorProto::UINT16 || type == onnx::TensorProto::INT16) && takesType(t, type));
   }
   return wide && opsetRaiseBlocker(model, opset, 21).empty();
 }

@@ -54,8 +54,6 @@ bool isQOperator(const ir::Node& n) {
   return n.is("QLinearConv") || n.is("QLinearMatMul") || n.is("ConvInteger") || n.is("MatMulInteger");
 }
 
-/// A value's element type: its initializer's, or what the IR knows.
-int32_t typeOf(const ir::Value* v) { return v->initializer() ? v->initializer()->data_type() : v->elemType(); }
 
 /// More than one value in a constant (a per-axis scale); a non-constant counts as one.
 bool severalValues(const ir::Value* v) {
@@ -135,24 +133,23 @@ struct CheckTarget {
       std::string what;
       if (!t.nonzero_zero_point.allowed && !zeroPointIsZero(n.input(2), &what)) return no(t.nonzero_zero_point, what);  // (5)
       const ir::Value* q = isQuantize(n) ? n.output(0) : n.input(0);
-      int32_t type = q ? typeOf(q) : 0;
-      if (!type && n.input(2)) type = typeOf(n.input(2));  // the zero point's: the quantized type
+      int32_t type = q ? ir::elementType(*q) : 0;
+      if (!type && n.input(2)) type = ir::elementType(*n.input(2));  // the zero point's: the quantized type
       if (!t.uint8.allowed && type == onnx::TensorProto::UINT8) return no(t.uint8, "it is uint8");  // (6)
       if (!t.int32_dequantize.allowed && isDequantize(n) && type == onnx::TensorProto::INT32)
         return no(t.int32_dequantize, "it is int32");
-      auto listed = [type](const std::vector<int32_t>& types) { return std::find(types.begin(), types.end(), type) != types.end(); };
-      if (type && !t.quant_types.empty() && !listed(t.quant_types))
+      if (type && !takesType(t, type))
         return no(Limit{false, t.types_why}, fmt::format("it is {}", ir::typeName(type)));  // (8)
-      if (listed(t.weight_only_types) && !(isDequantize(n) && n.input(0) && n.input(0)->isConstant()))
+      const auto& weight_only = t.weight_only_types;
+      if (std::find(weight_only.begin(), weight_only.end(), type) != weight_only.end() && !(isDequantize(n) && n.input(0) && n.input(0)->isConstant()))
         return no(Limit{false, t.types_why}, fmt::format("it is {}, not a weight", ir::typeName(type)));
       return M::none();
     }
     if (n.is("QLinearConv") && severalValues(n.input(4)) && !t.conv_per_channel.allowed) return no(t.conv_per_channel);  // (4)
     if (n.is("QLinearMatMul") && severalValues(n.input(4)) && !t.matmul_per_column.allowed) return no(t.matmul_per_column);
     if (computesOnData(n) && n.input(0)) {  // (7)
-      const int32_t type = typeOf(n.input(0));
-      const uint8_t bit = type == onnx::TensorProto::INT8 ? kInt8 : type == onnx::TensorProto::UINT8 ? kUint8 : 0;
-      if (bit && !(t.move_on & bit)) return no(Limit{false, t.move_why}, fmt::format("{} on {}", n.opType(), ir::typeName(type)));
+      const int32_t type = ir::elementType(*n.input(0));
+      if (!movesDataOn(t, type)) return no(Limit{false, t.move_why}, fmt::format("{} on {}", n.opType(), ir::typeName(type)));
     }
     return M::none();
   }

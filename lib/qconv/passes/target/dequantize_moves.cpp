@@ -47,7 +47,6 @@ const ir::Node* parametersOf(const ir::Value* v, int32_t type) {
   return nullptr;
 }
 
-int32_t typeOf(const ir::Value* v) { return v->initializer() ? v->initializer()->data_type() : v->elemType(); }
 
 struct Move {
   ir::Node* op;
@@ -65,13 +64,12 @@ struct DequantizeMoves {
 
   Match<Group> select(ir::Node& n) {
     using M = Match<Group>;
-    const int32_t type = n.input(0) ? typeOf(n.input(0)) : 0;
-    const uint8_t bit = type == onnx::TensorProto::INT8 ? kInt8 : type == onnx::TensorProto::UINT8 ? kUint8 : 0;
-    if (!bit || (t.move_on & bit)) return M::none();  // (1)
+    const int32_t type = n.input(0) ? ir::elementType(*n.input(0)) : 0;
+    if (!ir::isInt8Like(type) || movesDataOn(t, type)) return M::none();  // (1)
     if (!movesData(n) && !n.is("Pad")) return M::refuse(fmt::format("{} computes new values from the integers", n.opType()));
     if (n.is("MaxPool") && n.output(1)) return M::refuse("its Indices output is used");  // (3)
     for (int i : dataInputs(n))
-      if (!n.input(static_cast<size_t>(i)) || typeOf(n.input(static_cast<size_t>(i))) != type)
+      if (!n.input(static_cast<size_t>(i)) || ir::elementType(*n.input(static_cast<size_t>(i))) != type)
         return M::refuse("its data inputs are not all of one 8-bit type");
     for (int k : dataOutputs(n))
       if (!n.output(static_cast<size_t>(k))) return M::refuse("an output is unnamed");

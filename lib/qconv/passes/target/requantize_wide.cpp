@@ -30,10 +30,6 @@ namespace qconv {
 
 namespace {
 
-bool takes(const TargetProfile& t, int32_t type) {
-  return t.quant_types.empty() || std::find(t.quant_types.begin(), t.quant_types.end(), type) != t.quant_types.end();
-}
-
 int32_t narrower(int32_t type) {
   return type == onnx::TensorProto::UINT16 ? onnx::TensorProto::UINT8 : type == onnx::TensorProto::INT16 ? onnx::TensorProto::INT8 : 0;
 }
@@ -53,7 +49,7 @@ struct RequantizeWide {
   Match<Group> select(ir::Node& n) {
     using M = Match<Group>;
     const int32_t type = quantizedTypeOf(n);
-    if (!narrower(type) || takes(t, type)) return M::none();  // (2)
+    if (!narrower(type) || takesType(t, type)) return M::none();  // (2)
     if (n.attrInt("block_size", 0)) return M::refuse("it is in blocks");
     std::string why;
     auto v = readQdqValues(n, &why);
@@ -113,7 +109,7 @@ struct RequantizeWide {
 void requantizeWide(ir::Model& model, PassContext& ctx) {
   const TargetProfile& t = ctx.target();
   if (!ctx.options().approximate || !ctx.options().target) return;  // (1)
-  if (takes(t, onnx::TensorProto::UINT16) && takes(t, onnx::TensorProto::INT16)) return;
+  if (takesType(t, onnx::TensorProto::UINT16) && takesType(t, onnx::TensorProto::INT16)) return;
   RequantizeWide rule{t};
   applyRule(model.graph, ctx, rule);
 }
