@@ -113,6 +113,20 @@ std::vector<float> floatsOf(const qconv::ir::Value* v) {
   return *r;
 }
 
+ModelBuilder poolModel(int32_t type, int64_t zp) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, 2, 4, 4});
+  b.floats("s", {}, {0.1f});
+  b.ints("z", type, {}, {zp});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  auto& pool = b.node("MaxPool", {"x_q"}, {"p_q"}, "pool");
+  setInts(pool, "kernel_shape", {2, 2});
+  setInts(pool, "strides", {2, 2});
+  b.node("DequantizeLinear", {"p_q", "s", "z"}, {"y"}, "dq_y");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
 qconv::PassOptions forTarget(const char* name, bool approximate) {
   qconv::PassOptions o;
   o.target = qconv::findTarget(name);

@@ -63,6 +63,10 @@ struct Reporter {
   qconv::PassContext ctx;
 };
 
+/// x -> Q(0.1, zp: `type`) -> MaxPool 2x2 (on the 8-bit tensor) -> DQ(0.1, zp) -> y: data movement
+/// on an 8-bit tensor, as a QOp model has it.
+ModelBuilder poolModel(int32_t type, int64_t zp);
+
 /// A standard QDQ Conv: x(float) -Q-> DQ -> Conv(DQ(w int8), DQ(b int32)) -> Q -> DQ -> y.
 /// Knobs let tests break one condition at a time.
 struct ConvSpec {

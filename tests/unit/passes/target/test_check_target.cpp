@@ -68,20 +68,8 @@ TEST_CASE("check-target: without --target nothing is said") {
 
 TEST_CASE("check-target: data movement on a type the target moves no data on, with the runtime's reason") {
   for (auto [type, zp, refused] : {std::tuple{TensorProto::UINT8, 128, true}, std::tuple{TensorProto::INT8, 0, false}}) {
-    ModelBuilder b;
-    b.input("x", TensorProto::FLOAT, {1, 2, 4, 4});
-    b.floats("s", {}, {0.1f});
-    b.ints("z", type, {}, {zp});
-    b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
-    auto& pool = b.node("MaxPool", {"x_q"}, {"p_q"}, "pool");
-    setInts(pool, "kernel_shape", {2, 2});
-    setInts(pool, "strides", {2, 2});
-    b.node("DequantizeLinear", {"p_q", "s", "z"}, {"y"}, "dq_y");
-    b.output("y", TensorProto::FLOAT);
-    auto m = b.build();
-    qconv::PassOptions o;
-    o.target = qconv::findTarget("iree");
-    Reporter r(o);
+    auto m = poolModel(type, zp).build();
+    Reporter r(forTarget("iree"));
     qconv::pairQdq(m, r.ctx);  // types the Q's output
     qconv::checkTarget(m, r.ctx);
     const auto said = r.ctx.reports(qconv::Report::Unconvertible);

@@ -13,17 +13,18 @@ using namespace qtest;
 
 namespace {
 
-/// x -> Q(0.1, 128) -> MaxPool (on uint8) -> DQ(0.1, 128) -> y
-ModelBuilder poolOnUint8() {
-  ModelBuilder b;
-  b.input("x", TensorProto::FLOAT, {1, 2, 4, 4});
-  b.floats("s", {}, {0.1f});
-  b.ints("z", TensorProto::UINT8, {}, {128});
-  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
-  auto& pool = b.node("MaxPool", {"x_q"}, {"p_q"}, "pool");
-  setInts(pool, "kernel_shape", {2, 2});
-  setInts(pool, "strides", {2, 2});
-  b.node("DequantizeLinear", {"p_q", "s", "z"}, {"y"}, "dq_y");
+ModelBuilder poolOnUint8() { return poolModel(TensorProto::UINT8, 128); }
+
+/// x [1, 4] -> MatMul(x, DQ(w [4, 2], scale ws, axis 0, block_size 2)) -> y; w's initializer is
+/// added by the caller (a packed int4 one, or any other).
+ModelBuilder blockedMatMul(const std::vector<int64_t>& scale_dims, const std::vector<float>& scales) {
+  ModelBuilder b(21, 10);
+  b.input("x", TensorProto::FLOAT, {1, 4});
+  b.floats("ws", scale_dims, scales);
+  auto& dq = b.node("DequantizeLinear", {"w", "ws"}, {"w_f"}, "dq_w");
+  setInt(dq, "axis", 0);
+  setInt(dq, "block_size", 2);
+  b.node("MatMul", {"x", "w_f"}, {"y"}, "mm");
   b.output("y", TensorProto::FLOAT);
   return b;
 }
@@ -186,8 +187,7 @@ TEST_CASE("check-target: qnn names a per-channel activation and a weight-only op
 }
 
 TEST_CASE("requantize-blocked: int4 blocks along K become int8 per output column, for qnn with --approximate") {
-  ModelBuilder b(21, 10);
-  b.input("x", TensorProto::FLOAT, {1, 4});
+  ModelBuilder b = blockedMatMul({2, 2}, {0.5f, 0.25f, 0.1f, 1.0f});  // [K / 2, N]
   {  // int4, packed two to a byte, the first in the low nibble
     const std::vector<int> v = {-8, 7, 1, -1, 3, 2, -4, 0};
     onnx::TensorProto& t = *b.graph().add_initializer();
@@ -199,12 +199,6 @@ TEST_CASE("requantize-blocked: int4 blocks along K become int8 per output column
     for (size_t i = 0; i < v.size(); i += 2) raw.push_back(static_cast<char>((v[i] & 0xF) | ((v[i + 1] & 0xF) << 4)));
     t.set_raw_data(raw);
   }
-  b.floats("ws", {2, 2}, {0.5f, 0.25f, 0.1f, 1.0f});  // [K / 2, N]
-  auto& dq = b.node("DequantizeLinear", {"w", "ws"}, {"w_f"}, "dq_w");
-  setInt(dq, "axis", 0);
-  setInt(dq, "block_size", 2);
-  b.node("MatMul", {"x", "w_f"}, {"y"}, "mm");
-  b.output("y", TensorProto::FLOAT);
   auto m = b.build();
   Reporter r(forTarget("qnn", true));
   qconv::requantizeBlocked(m, r.ctx);
@@ -225,15 +219,8 @@ TEST_CASE("requantize-blocked: int4 blocks along K become int8 per output column
 }
 
 TEST_CASE("requantize-blocked: a scale not of the blocked shape is refused, said, and left") {
-  ModelBuilder b(21, 10);
-  b.input("x", TensorProto::FLOAT, {1, 4});
+  ModelBuilder b = blockedMatMul({1, 2}, {0.5f, 0.25f});  // should be [2, 2]
   b.ints("w", TensorProto::INT8, {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
-  b.floats("ws", {1, 2}, {0.5f, 0.25f});  // should be [2, 2]
-  auto& dq = b.node("DequantizeLinear", {"w", "ws"}, {"w_f"}, "dq_w");
-  setInt(dq, "axis", 0);
-  setInt(dq, "block_size", 2);
-  b.node("MatMul", {"x", "w_f"}, {"y"}, "mm");
-  b.output("y", TensorProto::FLOAT);
   auto m = b.build();
   Reporter r(forTarget("rknn", true));
   qconv::requantizeBlocked(m, r.ctx);
