@@ -2,7 +2,9 @@
 # Build the ONNX pinned in third_party/onnx.pin from its PyPI source distribution, once:
 #   build/deps/onnx-<version>/install   headers, libonnx.a, libonnx_proto.a, the CMake package
 # It builds against Debian's protobuf (libprotobuf-dev, protoc), as a static library with
-# position-independent code, and with ONNX_ML (the onnx-ml.proto that producers write).
+# position-independent code, with ONNX_ML (the onnx-ml.proto that producers write), and on
+# protobuf's lite runtime: qconv uses no reflection, and the full runtime's descriptors cost each
+# run of the command their registration at start (a third of `qconv --version`).
 # A second run finds the stamp and costs nothing. Prints the install prefix on stdout.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,7 +12,10 @@ pin() { sed -n "s/^$1=//p" "$root/third_party/onnx.pin"; }
 version="$(pin version)"; sha="$(pin sha256)"; cmake_pin="$(pin cmake)"
 deps="$root/build/deps"; dir="$deps/onnx-$version"; prefix="$dir/install"
 stamp="$prefix/.qconv-built"
-if [ -f "$stamp" ] && cmp -s "$stamp" "$root/third_party/onnx.pin"; then
+options=(-DONNX_ML=ON -DONNX_NAMESPACE=onnx -DONNX_USE_LITE_PROTO=ON -DONNX_BUILD_PYTHON=OFF -DONNX_BUILD_TESTS=OFF
+         -DONNX_GEN_PB_TYPE_STUBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_BUILD_CUSTOM_PROTOBUF=OFF)
+built_as() { cat "$root/third_party/onnx.pin"; echo "options=${options[*]}"; }  # what the stamp holds
+if [ -f "$stamp" ] && cmp -s "$stamp" <(built_as); then
   echo "$prefix"; exit 0
 fi
 start=$(date +%s)
@@ -50,13 +55,11 @@ fi
 echo "build_onnx: building onnx $version (C++ only) into $prefix" >&2
 generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
 "$cmake" -S "$dir/src" -B "$dir/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
-  -DONNX_ML=ON -DONNX_NAMESPACE=onnx -DONNX_BUILD_PYTHON=OFF -DONNX_BUILD_TESTS=OFF \
-  -DONNX_GEN_PB_TYPE_STUBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_BUILD_CUSTOM_PROTOBUF=OFF \
+  -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_POSITION_INDEPENDENT_CODE=ON "${options[@]}" \
   >"$dir/configure.log" 2>&1 || { tail -30 "$dir/configure.log" >&2; exit 1; }
 "$cmake" --build "$dir/build" -j"$(nproc)" >"$dir/build.log" 2>&1 || { tail -40 "$dir/build.log" >&2; exit 1; }
 "$cmake" --install "$dir/build" >/dev/null
 rm -rf "$dir/build" "$dir/src"
-cp "$root/third_party/onnx.pin" "$stamp"
+built_as >"$stamp"
 echo "build_onnx: onnx $version built in $(( $(date +%s) - start ))s" >&2
 echo "$prefix"

@@ -1,6 +1,7 @@
 #include "qconv/analysis/verify.h"
 
 #include <fmt/format.h>
+#include <spdlog/logger.h>
 
 #include <cmath>
 #include <map>

@@ -29,7 +29,6 @@
 // Only the main graph is checked (subgraphs are not). Reads the model, never changes it.
 #pragma once
 
-#include <spdlog/logger.h>
 
 #include <string>
 #include <string_view>

@@ -1,6 +1,7 @@
 #include "qconv/passes/pass.h"
 
 #include <fmt/format.h>
+#include <spdlog/logger.h>
 
 #include <algorithm>
 

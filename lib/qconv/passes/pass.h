@@ -2,7 +2,7 @@
 // Passes never print, time or dump: the pass manager does (pipeline/pass_manager.h).
 #pragma once
 
-#include <spdlog/logger.h>
+#include <spdlog/fwd.h>  // the logger by reference: its header only where it logs
 
 #include <cstdint>
 #include <initializer_list>
