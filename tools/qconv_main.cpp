@@ -58,6 +58,115 @@ std::string dashPath(const std::string& what, const std::string& path) {
                      what);
 }
 
+/// What each subcommand's flags bind to, and the functions that define those flags.
+struct ConvertFlags {
+  qconv::ConvertOptions options;
+  std::vector<std::string> files;
+  std::string format, weight_type, activation_type;
+  bool quiet = false, no_saturation_check = false;
+  int verbose = 0;
+};
+
+void defineConvert(CLI::App& convert, ConvertFlags& f) {
+  convert.add_option("files", f.files,
+                     "IN OUT: the input model (never modified) and the output (written atomically); with "
+                     "--out-dir, the input models");
+  convert.add_option("--out-dir", f.options.out_dir,
+                     "a batch: convert each IN to DIR/<its file name> in this one process (exit code: the "
+                     "greatest of the items')");
+  convert.add_option("-j,--jobs", f.options.jobs, "with --out-dir: convert N models at once (default 1)")
+      ->check(CLI::Range(1, 256));
+  convert.add_option("--report", f.options.report,
+                     "write what was done as JSON to this file: inputs, outputs, rewritten groups, refusals, "
+                     "approximations, stage times, exit code (schema: docs/cli.md)");
+  convert.add_option("--format", f.format,
+                     "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ (with --target: that runtime's default)")
+      ->check(CLI::IsMember({"qop", "qdq"}));
+  convert.add_option("--target", f.options.target,
+                     "write the form this runtime computes exactly: onnxruntime, tensorrt, openvino, iree, tvm, aidge, qnn, rknn "
+                     "('qconv targets'; docs/targets.md); a model it cannot run is refused (exit 4)");
+  convert.add_option("--passes", f.options.passes, "run these passes in this order instead (see 'qconv passes')")
+      ->delimiter(',');
+  convert.add_flag("--dump", f.options.dump, "print the IR after every pass (stdout)");
+  convert.add_flag("--time-passes", f.options.time_passes, "print the time of every stage (stderr)");
+  convert.add_flag("--raise-weight-scale", f.options.raise_weight_scale,
+                   "when a requantized bias overflows int32, raise that channel's weight scale (approximation, reported)");
+  convert.add_flag("--approximate", f.options.approximate,
+                   "allow conversions that differ on rounding ties (FakeQuantize as Q/DQ); each is listed");
+  convert.add_flag("--contrib", f.options.contrib,
+                   "--format qop: write onnxruntime's com.microsoft ops (QLinearAdd, QLinearMul, QLinearSigmoid, "
+                   "QLinearSoftmax, QLinearConcat, QLinearGlobalAveragePool, QGemm, ...) where standard ONNX has no "
+                   "quantized op; without it the output is standard ONNX only");
+  convert.add_option("--weight-type", f.weight_type,
+                     "store 8-bit weights as uint8 or int8, zero points moved by 128 (exact); uint8 makes "
+                     "onnxruntime compute exactly on x86 CPUs without VNNI (docs/onnxruntime-cpu.md)")
+      ->check(CLI::IsMember({"uint8", "int8"}));
+  convert.add_option("--activation-type", f.activation_type,
+                     "store 8-bit activations as uint8 or int8, zero points moved by 128 (exact); graph inputs "
+                     "and outputs keep their types")
+      ->check(CLI::IsMember({"uint8", "int8"}));
+  convert.add_flag("--no-saturation-check", f.no_saturation_check,
+                   "do not count the weight pairs onnxruntime's x86 u8 x s8 kernels can saturate (for CPUs known "
+                   "to compute them exactly: VNNI, ARM); saves reading every such weight once");
+  convert.add_option("--opset", f.options.opset,
+                     "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
+                     "refused, naming the node, when an operator changed in between")
+      ->check(CLI::Range(int64_t{1}, int64_t{28}).description("1 to 28"));
+  convert.add_flag("--annotate", f.options.annotate,
+                   "write the graph's quantization_annotation: for every quantized tensor of the output, the names "
+                   "of its scale and zero point tensors (an input's annotations are kept true to the output "
+                   "either way)");
+  convert.add_flag("--inline-data", f.options.inline_data,
+                   "write every tensor into the output model (when under 2 GB), even if the input keeps "
+                   "external data; by default such tensors go to OUT.data beside OUT");
+  convert.add_flag("--fsync", f.options.fsync,
+                   "flush the output to disk before renaming it into place, so that it survives a power loss "
+                   "(the write is atomic either way)");
+  convert.add_flag("--require-change", f.options.require_change,
+                   "exit 7, writing nothing, when nothing in the input is quantized or no group was rewritten");
+  auto* quiet_flag = convert.add_flag("-q,--quiet", f.quiet, "print errors only (and a batch's total line)");
+  convert.add_flag("-v,--verbose", f.verbose,
+                   "print a note for every node rewritten, left or advised about; -vv: debug lines too")
+      ->excludes(quiet_flag);
+}
+
+struct VerifyFlags {
+  qconv::VerifyCommand verify;
+  std::string fail_on = "error";
+  bool werror = false, quiet = false;
+};
+
+void defineVerify(CLI::App& cmd, VerifyFlags& f) {
+  cmd.add_option("model", f.verify.model, "the model (.onnx)");
+  cmd.add_flag("--json", f.verify.json, "print the findings as one JSON object");
+  cmd.add_flag("--symmetric", f.verify.symmetric,
+               "also name what a runtime taking int8 at zero point 0 only (TensorRT) refuses");
+  cmd.add_flag("-q,--quiet", f.quiet, "no summary line on stderr");
+  cmd.add_option("--target", f.verify.target,
+                 "the runtime the model is for: name what it cannot run (findings), and saturation only "
+                 "where it can happen (onnxruntime); without it, saturation is a note");
+  cmd.add_option("--fail-on", f.fail_on,
+                 "exit 1 when a finding is of this severity or worse: error (default), warning or note")
+      ->check(CLI::IsMember({"error", "warning", "note"}));
+  cmd.add_flag("--werror", f.werror, "warnings fail too: --fail-on warning");
+  cmd.add_option("--ignore", f.verify.ignore,
+                 "set this kind of finding aside (repeat, or KIND,KIND; the kinds: docs/cli.md)")
+      ->delimiter(',');
+}
+
+struct InspectFlags {
+  qconv::InspectCommand inspect;
+  std::string format = "qop";
+};
+
+void defineInspect(CLI::App& cmd, InspectFlags& f) {
+  cmd.add_option("model", f.inspect.model, "the model (.onnx)");
+  cmd.add_flag("--json", f.inspect.json, "print it as one JSON object (docs/cli.md)");
+  cmd.add_option("--format", f.format, "the conversion to dry-run (default qop)")
+      ->check(CLI::IsMember({"qop", "qdq"}));
+  cmd.add_option("--target", f.inspect.target, "dry-run the conversion for this runtime (see 'qconv targets')");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,106 +190,23 @@ int main(int argc, char** argv) {
              "4 unsupported; 5 cannot write; 6 out of memory; 7 --require-change and nothing changed; 70 internal "
              "error. 'qconv help SUBCOMMAND' for each one's flags; docs/cli.md.");
 
-  qconv::ConvertOptions options;
-  bool quiet = false;
+  // Every subcommand is declared, but its flags only where this command line can use them:
+  // CLI11 builds each flag at run time, a quarter of the CPU of a small model's conversion.
+  // "qconv convert ..." reads convert's flags only; help, --help or a mistyped word, all of them.
+  const std::string first = argc > 1 ? argv[1] : "";
+  const bool all = first != "convert" && first != "verify" && first != "inspect" && first != "targets" &&
+                   first != "passes";
+  ConvertFlags cf;
   auto* convert = app.add_subcommand("convert", "convert IN into OUT, or each IN into DIR with --out-dir");
-  std::vector<std::string> files;
-  convert->add_option("files", files,
-                      "IN OUT: the input model (never modified) and the output (written atomically); with "
-                      "--out-dir, the input models");
-  convert->add_option("--out-dir", options.out_dir,
-                      "a batch: convert each IN to DIR/<its file name> in this one process (exit code: the "
-                      "greatest of the items')");
-  convert->add_option("-j,--jobs", options.jobs, "with --out-dir: convert N models at once (default 1)")
-      ->check(CLI::Range(1, 256));
-  convert->add_option("--report", options.report,
-                      "write what was done as JSON to this file: inputs, outputs, rewritten groups, refusals, "
-                      "approximations, stage times, exit code (schema: docs/cli.md)");
-  std::string format;
-  convert->add_option("--format", format,
-                      "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ (with --target: that runtime's default)")
-      ->check(CLI::IsMember({"qop", "qdq"}));
-  convert->add_option("--target", options.target,
-                      "write the form this runtime computes exactly: onnxruntime, tensorrt, openvino, iree, tvm, aidge "
-                      "('qconv targets'; docs/targets.md); a model it cannot run is refused (exit 4)");
-  convert->add_option("--passes", options.passes, "run these passes in this order instead (see 'qconv passes')")
-      ->delimiter(',');
-  convert->add_flag("--dump", options.dump, "print the IR after every pass (stdout)");
-  convert->add_flag("--time-passes", options.time_passes, "print the time of every stage (stderr)");
-  convert->add_flag("--raise-weight-scale", options.raise_weight_scale,
-                    "when a requantized bias overflows int32, raise that channel's weight scale (approximation, reported)");
-  convert->add_flag("--approximate", options.approximate,
-                    "allow conversions that differ on rounding ties (FakeQuantize as Q/DQ); each is listed");
-  convert->add_flag("--contrib", options.contrib,
-                    "--format qop: write onnxruntime's com.microsoft ops (QLinearAdd, QLinearMul, QLinearSigmoid, "
-                    "QLinearSoftmax, QLinearConcat, QLinearGlobalAveragePool, QGemm, ...) where standard ONNX has no "
-                    "quantized op; without it the output is standard ONNX only");
-  std::string weight_type, activation_type;
-  convert->add_option("--weight-type", weight_type,
-                      "store 8-bit weights as uint8 or int8, zero points moved by 128 (exact); uint8 makes "
-                      "onnxruntime compute exactly on x86 CPUs without VNNI (docs/onnxruntime-cpu.md)")
-      ->check(CLI::IsMember({"uint8", "int8"}));
-  convert->add_option("--activation-type", activation_type,
-                      "store 8-bit activations as uint8 or int8, zero points moved by 128 (exact); graph inputs "
-                      "and outputs keep their types")
-      ->check(CLI::IsMember({"uint8", "int8"}));
-  bool no_saturation_check = false;
-  convert->add_flag("--no-saturation-check", no_saturation_check,
-                    "do not count the weight pairs onnxruntime's x86 u8 x s8 kernels can saturate (for CPUs known "
-                    "to compute them exactly: VNNI, ARM); saves reading every such weight once");
-  convert->add_option("--opset", options.opset,
-                      "declare this ai.onnx opset in the output (e.g. 21 for a runtime that lacks the model's); "
-                      "refused, naming the node, when an operator changed in between")
-      ->check(CLI::Range(int64_t{1}, int64_t{28}).description("1 to 28"));
-  convert->add_flag("--annotate", options.annotate,
-                    "write the graph's quantization_annotation: for every quantized tensor of the output, the names "
-                    "of its scale and zero point tensors (an input's annotations are kept true to the output "
-                    "either way)");
-  convert->add_flag("--inline-data", options.inline_data,
-                    "write every tensor into the output model (when under 2 GB), even if the input keeps "
-                    "external data; by default such tensors go to OUT.data beside OUT");
-  convert->add_flag("--fsync", options.fsync,
-                    "flush the output to disk before renaming it into place, so that it survives a power loss "
-                    "(the write is atomic either way)");
-  convert->add_flag("--require-change", options.require_change,
-                    "exit 7, writing nothing, when nothing in the input is quantized or no group was rewritten");
-  auto* quiet_flag = convert->add_flag("-q,--quiet", quiet, "print errors only (and a batch's total line)");
-  int verbose = 0;
-  convert->add_flag("-v,--verbose", verbose, "print a note for every node rewritten, left or advised about; -vv: "
-                                              "debug lines too")
-      ->excludes(quiet_flag);
-
-  qconv::VerifyCommand verify;
+  if (all || first == "convert") defineConvert(*convert, cf);
+  VerifyFlags vf;
   auto* verify_cmd = app.add_subcommand("verify", "check a quantized model's parameters and representations; "
                                                   "exit 0 when clean, 1 with findings (docs/cli.md)");
-  verify_cmd->add_option("model", verify.model, "the model (.onnx)");
-  verify_cmd->add_flag("--json", verify.json, "print the findings as one JSON object");
-  verify_cmd->add_flag("--symmetric", verify.symmetric,
-                       "also name what a runtime taking int8 at zero point 0 only (TensorRT) refuses");
-  bool verify_quiet = false;
-  verify_cmd->add_flag("-q,--quiet", verify_quiet, "no summary line on stderr");
-  verify_cmd->add_option("--target", verify.target,
-                         "the runtime the model is for: name what it cannot run (findings), and saturation only "
-                         "where it can happen (onnxruntime); without it, saturation is a note");
-  std::string fail_on = "error";
-  verify_cmd->add_option("--fail-on", fail_on, "exit 1 when a finding is of this severity or worse: error (default), "
-                                               "warning or note")
-      ->check(CLI::IsMember({"error", "warning", "note"}));
-  bool werror = false;
-  verify_cmd->add_flag("--werror", werror, "warnings fail too: --fail-on warning");
-  verify_cmd->add_option("--ignore", verify.ignore, "set this kind of finding aside (repeat, or KIND,KIND; the kinds: "
-                                                    "docs/cli.md)")
-      ->delimiter(',');
-
-  qconv::InspectCommand inspect;
+  if (all || first == "verify") defineVerify(*verify_cmd, vf);
+  InspectFlags inf;
   auto* inspect_cmd = app.add_subcommand("inspect", "say what a model is (dialects, operators, quantized tensors) and "
                                                     "what convert would do with it; writes nothing");
-  inspect_cmd->add_option("model", inspect.model, "the model (.onnx)");
-  inspect_cmd->add_flag("--json", inspect.json, "print it as one JSON object (docs/cli.md)");
-  std::string inspect_format = "qop";
-  inspect_cmd->add_option("--format", inspect_format, "the conversion to dry-run (default qop)")
-      ->check(CLI::IsMember({"qop", "qdq"}));
-  inspect_cmd->add_option("--target", inspect.target, "dry-run the conversion for this runtime (see 'qconv targets')");
+  if (all || first == "inspect") defineInspect(*inspect_cmd, inf);
 
   auto* targets = app.add_subcommand("targets", "list the runtimes --target writes for, one line each");
   auto* passes = app.add_subcommand("passes", "list the passes and the pipelines of each format");
@@ -216,8 +242,8 @@ int main(int argc, char** argv) {
   if (const std::string why = qconv::cli::unexpected(*chosen); !why.empty()) return usage(why);
   // --target '' names no runtime (not a missing --target: that is --format's business)
   for (CLI::App* sub : {convert, verify_cmd, inspect_cmd})
-    if (sub->parsed() && sub->count("--target") && (sub == convert ? options.target : sub == verify_cmd ? verify.target
-                                                                                                        : inspect.target).empty())
+    if (sub->parsed() && sub->count("--target") &&
+        (sub == convert ? cf.options.target : sub == verify_cmd ? vf.verify.target : inf.inspect.target).empty())
       return usage(fmt::format("--target '': no such target; qconv knows {} ('qconv targets')", qconv::targetNames()));
 
   if (help->parsed()) {
@@ -254,54 +280,56 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (inspect_cmd->parsed()) {
-    if (inspect.model.empty()) return usage("qconv inspect: give the MODEL to describe");
-    if (const std::string why = dashPath("qconv inspect", inspect.model); !why.empty()) return usage(why);
-    inspect.format = inspect_format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
-    inspect.format_given = inspect_cmd->count("--format") > 0;
-    const int code = qconv::inspect(inspect, std::cout, std::cerr);
+    if (inf.inspect.model.empty()) return usage("qconv inspect: give the MODEL to describe");
+    if (const std::string why = dashPath("qconv inspect", inf.inspect.model); !why.empty()) return usage(why);
+    inf.inspect.format = inf.format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+    inf.inspect.format_given = inspect_cmd->count("--format") > 0;
+    const int code = qconv::inspect(inf.inspect, std::cout, std::cerr);
     std::cout.flush();
     return code;
   }
   if (verify_cmd->parsed()) {
-    if (verify.model.empty()) return usage("qconv verify: give the MODEL to check");
-    if (const std::string why = dashPath("qconv verify", verify.model); !why.empty()) return usage(why);
+    if (vf.verify.model.empty()) return usage("qconv verify: give the MODEL to check");
+    if (const std::string why = dashPath("qconv verify", vf.verify.model); !why.empty()) return usage(why);
     using qconv::analysis::Severity;
-    verify.fail_on = fail_on == "note" ? Severity::Note : fail_on == "warning" ? Severity::Warning : Severity::Error;
-    if (werror) verify.fail_on = std::min(verify.fail_on, Severity::Warning);  // the stricter of the two
-    verify.verbosity = verify_quiet ? 0 : 1;
-    const int code = qconv::verify(verify, std::cout, std::cerr);
+    vf.verify.fail_on = vf.fail_on == "note"      ? Severity::Note
+                        : vf.fail_on == "warning" ? Severity::Warning
+                                                  : Severity::Error;
+    if (vf.werror) vf.verify.fail_on = std::min(vf.verify.fail_on, Severity::Warning);  // the stricter of the two
+    vf.verify.verbosity = vf.quiet ? 0 : 1;
+    const int code = qconv::verify(vf.verify, std::cout, std::cerr);
     std::cout.flush();
     return code;
   }
-  for (const std::string& f : files)
+  for (const std::string& f : cf.files)
     if (const std::string why = dashPath("qconv convert: a model path", f); !why.empty()) return usage(why);
-  for (const std::string* f : {&options.out_dir, &options.report})
-    if (const std::string why = dashPath(f == &options.report ? "--report" : "--out-dir", *f); !why.empty())
+  for (const std::string* f : {&cf.options.out_dir, &cf.options.report})
+    if (const std::string why = dashPath(f == &cf.options.report ? "--report" : "--out-dir", *f); !why.empty())
       return usage(why);
-  if (convert->count("--jobs") && options.out_dir.empty())
+  if (convert->count("--jobs") && cf.options.out_dir.empty())
     return usage("-j/--jobs converts a batch's models at once: it goes with --out-dir DIR IN...");
-  if (!options.out_dir.empty()) {
-    options.inputs = files;
-  } else if (files.size() == 2) {
-    options.input = files[0];
-    options.output = files[1];
+  if (!cf.options.out_dir.empty()) {
+    cf.options.inputs = cf.files;
+  } else if (cf.files.size() == 2) {
+    cf.options.input = cf.files[0];
+    cf.options.output = cf.files[1];
   } else {
     return usage(fmt::format("qconv convert takes IN OUT, or --out-dir DIR IN... (it was given {} path{}; "
                                   "'qconv help convert')",
-                                  files.size(), files.size() == 1 ? "" : "s"));
+                                  cf.files.size(), cf.files.size() == 1 ? "" : "s"));
   }
-  options.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
-  options.format_given = !format.empty();
+  cf.options.format = cf.format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
+  cf.options.format_given = !cf.format.empty();
   auto typeOf = [](const std::string& t) { return t.empty() ? 0 : t == "uint8" ? 2 : 3; };  // TensorProto UINT8, INT8
-  options.weight_type = typeOf(weight_type);
-  options.activation_type = typeOf(activation_type);
-  options.check_saturation = !no_saturation_check;
-  options.verbosity = quiet ? 0 : 1 + verbose;
-  options.progress = !quiet && isatty(STDERR_FILENO);  // never in a pipe or a log file
+  cf.options.weight_type = typeOf(cf.weight_type);
+  cf.options.activation_type = typeOf(cf.activation_type);
+  cf.options.check_saturation = !cf.no_saturation_check;
+  cf.options.verbosity = cf.quiet ? 0 : 1 + cf.verbose;
+  cf.options.progress = !cf.quiet && isatty(STDERR_FILENO);  // never in a pipe or a log file
   // QCONV_PROGRESS_DELAY_MS: when the progress line starts (default 1000 ms); tests set it low
   if (const char* delay = std::getenv("QCONV_PROGRESS_DELAY_MS"))
-    options.progress_delay_ms = static_cast<int>(std::strtol(delay, nullptr, 10));
-  const int code = qconv::run(options, std::cout, std::cerr);
+    cf.options.progress_delay_ms = static_cast<int>(std::strtol(delay, nullptr, 10));
+  const int code = qconv::run(cf.options, std::cout, std::cerr);
 #ifdef QCONV_SANITIZED
   return code;  // LeakSanitizer checks at a normal exit
 #else
