@@ -14,7 +14,7 @@ namespace qconv::io {
 namespace {
 
 struct Declared {
-  const char* op;
+  std::string_view op;  // compared by length first
   const char* domain;
   int since;
   onnx::OpSchema (*make)();

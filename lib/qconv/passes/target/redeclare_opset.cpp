@@ -24,7 +24,7 @@ namespace qconv {
 namespace {
 
 struct OpVersion {
-  const char* op;
+  std::string_view op;  // compared by length first: validate asks for every node
   int64_t since;
   const char* changed;   // non-empty: the signature changed beyond additions
   int inputs_before;     // >= 0: this version added inputs after these
