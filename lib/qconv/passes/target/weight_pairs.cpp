@@ -20,10 +20,14 @@ struct PairPattern {
 };
 
 /// Saturable pairs in `len` elements of x: (x[i], x[i + stride]) for each i whose mask is 1:
-/// |a + b| >= 129, which only two weights of one sign reach (127 + -1 = 126).
-int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t len, size_t stride) {
+/// |a + b| >= 129, which only two weights of one sign reach (127 + -1 = 126). x[0] is at the
+/// start of a period; `mask` holds one period and 16 bytes more of the pattern (cyclicMask), so
+/// that the mask of any 16 elements is one load at their offset in the period.
+int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t period, size_t len, size_t stride) {
   if (len <= stride) return 0;
   const size_t n = len - stride;
+  const size_t step = 16 % period;  // the offset's advance per 16 elements, less a period
+  size_t off = 0;                   // i's offset in its period
   int64_t total = 0;
   size_t i = 0;
 #if defined(__SSE2__)
@@ -34,13 +38,15 @@ int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t len, size_t stri
   const __m128i hi = _mm_set1_epi8(static_cast<char>(193)), lo = _mm_set1_epi8(static_cast<char>(192));
   while (i + 16 <= n) {
     __m128i acc = _mm_setzero_si128();
-    for (int step = 0; step < 255 && i + 16 <= n; ++step, i += 16) {
+    for (int k = 0; k < 255 && i + 16 <= n; ++k, i += 16) {
       const __m128i a = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)), bias);
       const __m128i b = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + stride)), bias);
       const __m128i up = _mm_avg_epu8(a, b);
       const __m128i down = _mm_avg_epu8(_mm_xor_si128(a, ones), _mm_xor_si128(b, ones));
       const __m128i hit = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(up, hi), up), _mm_cmpeq_epi8(_mm_max_epu8(down, lo), down));
-      acc = _mm_add_epi8(acc, _mm_and_si128(hit, _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + i))));
+      acc = _mm_add_epi8(acc, _mm_and_si128(hit, _mm_loadu_si128(reinterpret_cast<const __m128i*>(mask + off))));
+      off += step;
+      if (off >= period) off -= period;
     }
     const __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
     total += _mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
@@ -48,17 +54,16 @@ int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t len, size_t stri
 #endif
   for (; i < n; ++i) {
     const int sum = x[i] + x[i + stride];
-    total += mask[i] & (sum >= 129 || sum <= -129);
+    total += mask[off] & (sum >= 129 || sum <= -129);
+    if (++off == period) off = 0;
   }
   return total;
 }
 
-/// `mask` filled with `size` elements of the pattern's mask repeated (by doubling copies).
-void fillMask(std::vector<uint8_t>& mask, const PairPattern& pp, size_t size) {
-  if (mask.size() < size) mask.resize(size);
-  std::copy_n(pp.mask.begin(), std::min(pp.period, size), mask.begin());
-  for (size_t filled = pp.period; filled < size; filled *= 2)
-    std::copy_n(mask.begin(), std::min(filled, size - filled), mask.begin() + static_cast<std::ptrdiff_t>(filled));
+/// `mask` filled with one period of the pattern's mask and 16 elements more (cyclic).
+void cyclicMask(std::vector<uint8_t>& mask, const PairPattern& pp) {
+  mask.resize(pp.period + 16);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = pp.mask[i % pp.period];
 }
 
 /// Saturable pairs of a run of `count` elements (a whole number of periods) of `in`, read a
@@ -67,14 +72,14 @@ std::optional<WeightPairs> countRun(ir::ByteStream& in, size_t count, const Pair
   WeightPairs p;
   const size_t block = std::max<size_t>(1, (size_t{1} << 20) / pp.period) * pp.period;
   if (count == 0) return p;
-  fillMask(mask, pp, std::min(block, count));
+  cyclicMask(mask, pp);
   size_t ones = 0;
   for (uint8_t m : pp.mask) ones += m;
   for (size_t done = 0; done < count;) {
     const size_t len = std::min(block, count - done);
     const auto* x = reinterpret_cast<const int8_t*>(in.next(len));
     if (!x) return std::nullopt;
-    p.saturable += countBlock(x, mask.data(), len, pp.stride);
+    p.saturable += countBlock(x, mask.data(), pp.period, len, pp.stride);
     p.total += static_cast<int64_t>(len / pp.period * ones);
     done += len;
   }
@@ -106,13 +111,14 @@ std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layou
     WeightPairs p;
     const size_t k = cg * np;
     std::vector<int8_t> ordered(k);
-    fillMask(scratch.mask, pattern(2, 1, 1), k);
+    const PairPattern consecutive = pattern(2, 1, 1);
+    cyclicMask(scratch.mask, consecutive);
     for (size_t oc = 0; oc < m; ++oc) {
       const auto* row = reinterpret_cast<const int8_t*>(in.next(k));
       if (!row) return std::nullopt;
       for (size_t pos = 0; pos < np; ++pos)
         for (size_t c = 0; c < cg; ++c) ordered[pos * cg + c] = row[c * np + pos];
-      p.saturable += countBlock(ordered.data(), scratch.mask.data(), k - k % 2, 1);
+      p.saturable += countBlock(ordered.data(), scratch.mask.data(), consecutive.period, k - k % 2, 1);
       p.total += static_cast<int64_t>(k / 2);
     }
     return p;

@@ -28,7 +28,7 @@ enum class PairLayout { ConvMCk, MatrixKN, MatrixNK };
 /// Buffers reused from one weight to the next.
 struct PairScratch {
   std::string bytes;          // file bytes (ir::ByteStream)
-  std::vector<uint8_t> mask;  // which elements start a pair
+  std::vector<uint8_t> mask;  // which elements start a pair: one period of the pattern, 16 more
 };
 
 /// The pairs of the int8 constant weight `w`; nullopt when its storage is malformed (a file

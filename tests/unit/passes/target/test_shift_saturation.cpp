@@ -1,6 +1,9 @@
 // shift-types and check-saturation on small graphs: zero points and values moved by 128,
 // boundaries kept, the weight pairs counted in onnxruntime's packing order, and the messages.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <random>
 
 #include "model_builder.h"
 #include "qconv/ir/tensor.h"
@@ -189,6 +192,78 @@ TEST_CASE("check-saturation: every pair of int8 values counted by the vector loo
   run(conv, {}, &warnings);
   REQUIRE(!warnings.empty());
   REQUIRE(warnings[0].rfind("conv_1: 16257 of 65536 weight pairs", 0) == 0);
+}
+
+namespace {
+
+/// One int8 MatMul-ready QDQ MatMul whose weight is `w` ([K, N]).
+ModelBuilder matmulModel(int64_t k, int64_t n, const std::vector<int64_t>& w) {
+  ModelBuilder b;
+  b.input("x", TensorProto::FLOAT, {1, k});
+  b.floats("s", {}, {0.1f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.ints("wz", TensorProto::INT8, {}, {0});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"x_q"}, "q_x");
+  b.node("DequantizeLinear", {"x_q", "s", "z"}, {"x_dq"}, "dq_x");
+  b.ints("w", TensorProto::INT8, {k, n}, w);
+  b.node("DequantizeLinear", {"w", "s", "wz"}, {"w_dq"}, "dq_w");
+  b.node("MatMul", {"x_dq", "w_dq"}, {"y"}, "matmul_1");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+bool saturable(int64_t a, int64_t b) { return a + b >= 129 || a + b <= -129; }
+
+/// What check-saturation says of `node`: "<hits> of <pairs>", or "none" when it gives no warning.
+std::string counted(qconv::ir::Model& m, const std::string& node) {
+  std::vector<std::string> warnings;
+  run(m, {}, &warnings);
+  if (warnings.empty()) return "none";
+  const std::string head = node + ": ";
+  REQUIRE(warnings[0].rfind(head, 0) == 0);
+  return warnings[0].substr(head.size(), warnings[0].find(" weight pairs") - head.size());
+}
+
+std::string expected(int64_t hits, int64_t pairs) { return hits ? fmt::format("{} of {}", hits, pairs) : "none"; }
+
+}  // namespace
+
+TEST_CASE("check-saturation: random weights of every period and parity counted as the definition counts them") {
+  std::mt19937 gen(20261126);
+  std::uniform_int_distribution<int> value(-128, 127);
+  auto randoms = [&](int64_t n) {
+    std::vector<int64_t> w(static_cast<size_t>(n));
+    for (auto& x : w) x = value(gen);
+    return w;
+  };
+  // Conv [M, C, 1, k]: each output channel's weights in onnxruntime's order (position major,
+  // channel minor), consecutive pairs; an odd count leaves the last one alone
+  for (int64_t c : {2, 3, 4, 5})
+    for (int64_t k : {1, 2, 3, 5, 8, 9, 15, 16, 17, 25, 49}) {
+      const int64_t m = 7, per = c * k;
+      const std::vector<int64_t> w = randoms(m * per);
+      int64_t hits = 0;
+      for (int64_t oc = 0; oc < m; ++oc)
+        for (int64_t j = 0; j + 1 < per; j += 2) {
+          auto at = [&](int64_t kk) { return w[static_cast<size_t>(oc * per + (kk % c) * k + kk / c)]; };
+          hits += saturable(at(j), at(j + 1));
+        }
+      auto model = pairsModel(m, c, k, 1, w).build();
+      INFO("C " << c << ", k " << k);
+      REQUIRE(counted(model, "conv_1") == expected(hits, m * (per / 2)));
+    }
+  // MatMul [K, N]: rows (2j, 2j + 1), column by column; an odd last row alone
+  for (int64_t k : {2, 3, 5, 34})
+    for (int64_t n : {1, 7, 16, 33, 100}) {
+      const std::vector<int64_t> w = randoms(k * n);
+      int64_t hits = 0;
+      for (int64_t col = 0; col < n; ++col)
+        for (int64_t row = 0; row + 1 < k; row += 2)
+          hits += saturable(w[static_cast<size_t>(row * n + col)], w[static_cast<size_t>((row + 1) * n + col)]);
+      auto model = matmulModel(k, n, w).build();
+      INFO("K " << k << ", N " << n);
+      REQUIRE(counted(model, "matmul_1") == expected(hits, n * (k / 2)));
+    }
 }
 
 TEST_CASE("check-saturation: a com.microsoft QGemm kept as it is with transB") {
