@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-scripts/setup.sh --no-venv
+scripts/setup.sh --no-venv --command-only  # the command alone: scripts/test.sh builds the rest
 mkdir -p build/example
 build/tools/qconv convert test_data/examples/small_cnn_qdq.onnx build/example/small_cnn_qop.onnx --format qop "$@"
 echo "wrote build/example/small_cnn_qop.onnx"

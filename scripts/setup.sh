@@ -4,7 +4,10 @@
 #   ONNX: the version third_party/onnx.pin names, built from source by scripts/build_onnx.sh (~2.5 min once);
 #   for the tests: time, strace (what a run opens), clang and its libFuzzer runtime (tests/fuzz).
 #   .venv/: the Python reference (onnx, onnxruntime, numpy, pytest) for tests and benchmarks.
-# Safe to run again: each step is skipped when already done. Usage: scripts/setup.sh [--no-venv]
+# Safe to run again: each step is skipped when already done.
+# Usage: scripts/setup.sh [--no-venv] [--command-only]
+#   --no-venv        no .venv/ (the example needs none)
+#   --command-only   build the qconv command alone (scripts/example.sh); the test script builds the rest
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -23,7 +26,16 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ "${1:-}" != "--no-venv" ]; then
+venv=1; targets=()
+for arg in "$@"; do
+  case "$arg" in
+    --no-venv) venv=0 ;;
+    --command-only) targets=(--target qconv) ;;
+    *) echo "setup.sh: unknown option $arg (--no-venv, --command-only)" >&2; exit 2 ;;
+  esac
+done
+
+if ((venv)); then
   stamp=.venv/.requirements
   if [ ! -x .venv/bin/python ] || ! cmp -s tests/requirements.txt "$stamp"; then
     echo "setup: creating the Python reference environment in .venv/"
@@ -39,4 +51,4 @@ scripts/build_onnx.sh >/dev/null
 if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-cmake --build build -- -j"$(nproc)" >/dev/null || cmake --build build  # show errors on failure
+cmake --build build "${targets[@]}" -- -j"$(nproc)" >/dev/null || cmake --build build "${targets[@]}"  # show errors on failure
