@@ -12,8 +12,13 @@ pin() { sed -n "s/^$1=//p" "$root/third_party/onnx.pin"; }
 version="$(pin version)"; sha="$(pin sha256)"; cmake_pin="$(pin cmake)"
 deps="$root/build/deps"; dir="$deps/onnx-$version"; prefix="$dir/install"
 stamp="$prefix/.qconv-built"
+# -O1: ONNX's 400 operator schemas are most of its compiling, and qconv runs them little (a
+# schema is built when a model uses its operator): -O3 took 136 s of a fresh clone's first build
+# here, -O1 82 s, for 0.7% more instructions in a ResNet-50-shape conversion, 1.9% in the bundled
+# example's (callgrind; docs/benchmarks.md, issue 39)
 options=(-DONNX_ML=ON -DONNX_NAMESPACE=onnx -DONNX_USE_LITE_PROTO=ON -DONNX_BUILD_PYTHON=OFF -DONNX_BUILD_TESTS=OFF
-         -DONNX_GEN_PB_TYPE_STUBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_BUILD_CUSTOM_PROTOBUF=OFF)
+         -DONNX_GEN_PB_TYPE_STUBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_BUILD_CUSTOM_PROTOBUF=OFF
+         "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
 built_as() { cat "$root/third_party/onnx.pin"; echo "options=${options[*]}"; }  # what the stamp holds
 if [ -f "$stamp" ] && cmp -s "$stamp" <(built_as); then
   echo "$prefix"; exit 0
