@@ -1,8 +1,8 @@
 #include "qconv/passes/target/weight_pairs.h"
 
 #include <algorithm>
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
 #include "qconv/ir/tensor.h"
@@ -19,23 +19,16 @@ struct PairPattern {
   std::vector<uint8_t> mask;  // one period
 };
 
-/// Saturable pairs in `len` elements of x: (x[i], x[i + stride]) for each i whose mask is 1:
-/// |a + b| >= 129, which only two weights of one sign reach (127 + -1 = 126). x[0] is at the
-/// start of a period; `mask` holds one period and 16 bytes more of the pattern (cyclicMask), so
-/// that the mask of any 16 elements is one load at their offset in the period.
-int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t period, size_t len, size_t stride) {
-  if (len <= stride) return 0;
-  const size_t n = len - stride;
-  const size_t step = 16 % period;  // the offset's advance per 16 elements, less a period
-  size_t off = 0;                   // i's offset in its period
-  int64_t total = 0;
-  size_t i = 0;
-#if defined(__SSE2__)
-  // 16 pairs at a time, on the biased bytes u = x + 128: a + b >= 129 <=> avg(ua, ub) >= 193,
-  // a + b <= -129 <=> avg(255 - ua, 255 - ub) >= 192 (avg rounds up: pavgb); counts per byte
-  // lane, summed every 255 steps
+#if defined(__x86_64__)
+// The vector loops: 16 or 32 pairs at a time, on the biased bytes u = x + 128:
+//   a + b >= 129 <=> avg(ua, ub) >= 193, a + b <= -129 <=> avg(255 - ua, 255 - ub) >= 192
+// (avg rounds up: pavgb); counts per byte lane, summed every 255 steps. Each advances i and off
+// (i's offset in its period) past the elements it counted.
+int64_t countSse2(const int8_t* x, const uint8_t* mask, size_t period, size_t n, size_t stride, size_t& i, size_t& off) {
+  const size_t step = 16 % period;
   const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80)), ones = _mm_set1_epi8(-1);
   const __m128i hi = _mm_set1_epi8(static_cast<char>(193)), lo = _mm_set1_epi8(static_cast<char>(192));
+  int64_t total = 0;
   while (i + 16 <= n) {
     __m128i acc = _mm_setzero_si128();
     for (int k = 0; k < 255 && i + 16 <= n; ++k, i += 16) {
@@ -51,6 +44,56 @@ int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t period, size_t l
     const __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
     total += _mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
   }
+  return total;
+}
+
+__attribute__((target("avx2"))) int64_t countAvx2(const int8_t* x, const uint8_t* mask, size_t period, size_t n,
+                                                  size_t stride, size_t& i, size_t& off) {
+  const size_t step = 32 % period;
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(-1);
+  const __m256i hi = _mm256_set1_epi8(static_cast<char>(193)), lo = _mm256_set1_epi8(static_cast<char>(192));
+  int64_t total = 0;
+  while (i + 32 <= n) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int k = 0; k < 255 && i + 32 <= n; ++k, i += 32) {
+      const __m256i a = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), bias);
+      const __m256i b = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + stride)), bias);
+      const __m256i up = _mm256_avg_epu8(a, b);
+      const __m256i down = _mm256_avg_epu8(_mm256_xor_si256(a, ones), _mm256_xor_si256(b, ones));
+      const __m256i hit = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(up, hi), up),
+                                          _mm256_cmpeq_epi8(_mm256_max_epu8(down, lo), down));
+      acc = _mm256_add_epi8(acc, _mm256_and_si256(hit, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + off))));
+      off += step;
+      if (off >= period) off -= period;
+    }
+    const __m256i sums = _mm256_sad_epu8(acc, _mm256_setzero_si256());
+    total += _mm256_extract_epi64(sums, 0) + _mm256_extract_epi64(sums, 1) + _mm256_extract_epi64(sums, 2) +
+             _mm256_extract_epi64(sums, 3);
+  }
+  return total;
+}
+#endif
+
+}  // namespace
+
+int pairVectorWidth() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx2") ? 32 : 16;
+#else
+  return 1;
+#endif
+}
+
+int64_t countSaturablePairs(const int8_t* x, const uint8_t* mask, size_t period, size_t len, size_t stride, int width) {
+  if (len <= stride) return 0;
+  const size_t n = len - stride;
+  size_t i = 0, off = 0;
+  int64_t total = 0;
+#if defined(__x86_64__)
+  if (width == 32) total += countAvx2(x, mask, period, n, stride, i, off);
+  if (width >= 16) total += countSse2(x, mask, period, n, stride, i, off);  // AVX2's last 16 too
+#else
+  (void)width;
 #endif
   for (; i < n; ++i) {
     const int sum = x[i] + x[i + stride];
@@ -60,15 +103,18 @@ int64_t countBlock(const int8_t* x, const uint8_t* mask, size_t period, size_t l
   return total;
 }
 
-/// `mask` filled with one period of the pattern's mask and 16 elements more (cyclic).
+namespace {
+
+/// `mask` filled with one period of the pattern's mask and a vector's elements more (cyclic).
 void cyclicMask(std::vector<uint8_t>& mask, const PairPattern& pp) {
-  mask.resize(pp.period + 16);
+  mask.resize(pp.period + kMaxPairVector);
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = pp.mask[i % pp.period];
 }
 
 /// Saturable pairs of a run of `count` elements (a whole number of periods) of `in`, read a
 /// block of whole periods at a time.
-std::optional<WeightPairs> countRun(ir::ByteStream& in, size_t count, const PairPattern& pp, std::vector<uint8_t>& mask) {
+std::optional<WeightPairs> countRun(ir::ByteStream& in, size_t count, const PairPattern& pp, std::vector<uint8_t>& mask,
+                                    int width) {
   WeightPairs p;
   const size_t block = std::max<size_t>(1, (size_t{1} << 20) / pp.period) * pp.period;
   if (count == 0) return p;
@@ -79,7 +125,7 @@ std::optional<WeightPairs> countRun(ir::ByteStream& in, size_t count, const Pair
     const size_t len = std::min(block, count - done);
     const auto* x = reinterpret_cast<const int8_t*>(in.next(len));
     if (!x) return std::nullopt;
-    p.saturable += countBlock(x, mask.data(), pp.period, len, pp.stride);
+    p.saturable += countSaturablePairs(x, mask.data(), pp.period, len, pp.stride, width);
     p.total += static_cast<int64_t>(len / pp.period * ones);
     done += len;
   }
@@ -98,6 +144,7 @@ PairPattern pattern(size_t period, size_t stride, size_t paired) {  // mask: the
 std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layout, int64_t group,
                                             PairScratch& scratch) {
   ir::ByteStream in(w, scratch.bytes);
+  const int width = pairVectorWidth();
   const std::vector<int64_t> d = ir::dimsOf(*w.initializer());
   const size_t total = static_cast<size_t>(in.size());
   if (layout == PairLayout::ConvMCk) {  // per output channel: K = position * Cg + channel
@@ -105,7 +152,7 @@ std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layou
     size_t np = 1;
     for (size_t i = 2; i < d.size(); ++i) np *= static_cast<size_t>(d[i]);
     if (cg == 1 && m / static_cast<size_t>(group) == 1) return WeightPairs{};  // depthwise: no pairs
-    if (cg % 2 == 0) return countRun(in, total, pattern(2 * np, np, np), scratch.mask);  // channels (c, c+1) at each position
+    if (cg % 2 == 0) return countRun(in, total, pattern(2 * np, np, np), scratch.mask, width);  // channels (c, c+1) at each position
     // odd channel count: pairs straddle positions. Each output channel's weights are put in
     // onnxruntime's K order (position major, channel minor), then counted as consecutive pairs.
     WeightPairs p;
@@ -118,7 +165,7 @@ std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layou
       if (!row) return std::nullopt;
       for (size_t pos = 0; pos < np; ++pos)
         for (size_t c = 0; c < cg; ++c) ordered[pos * cg + c] = row[c * np + pos];
-      p.saturable += countBlock(ordered.data(), scratch.mask.data(), consecutive.period, k - k % 2, 1);
+      p.saturable += countSaturablePairs(ordered.data(), scratch.mask.data(), consecutive.period, k - k % 2, 1, width);
       p.total += static_cast<int64_t>(k / 2);
     }
     return p;
@@ -128,12 +175,12 @@ std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layou
   if (layout == PairLayout::MatrixNK) {  // [N, K]: consecutive pairs within each row
     PairPattern pp = pattern(cols % 2 ? cols : 2, 1, 0);
     for (size_t j = 0; j + 1 < pp.period; j += 2) pp.mask[j] = 1;
-    return countRun(in, total, pp, scratch.mask);
+    return countRun(in, total, pp, scratch.mask, width);
   }
   WeightPairs p;  // [..., K, N]: rows (k, k+1), column by column; an odd last row of each batch alone
   const size_t batches = total / (rows * cols);
   for (size_t b = 0; b < batches; ++b) {
-    auto part = countRun(in, (rows - rows % 2) * cols, pattern(2 * cols, cols, cols), scratch.mask);
+    auto part = countRun(in, (rows - rows % 2) * cols, pattern(2 * cols, cols, cols), scratch.mask, width);
     if (!part) return std::nullopt;
     p.saturable += part->saturable;
     p.total += part->total;

@@ -31,6 +31,18 @@ struct PairScratch {
   std::vector<uint8_t> mask;  // which elements start a pair: one period of the pattern, 16 more
 };
 
+/// The widest vector countSaturablePairs runs with on this CPU: 32 (AVX2), 16 (SSE2: any
+/// x86-64), 1 (scalar). Every width counts the same pairs (tests/unit hold them to each other).
+int pairVectorWidth();
+constexpr size_t kMaxPairVector = 32;
+
+/// Saturable pairs among `len` elements of `x`: (x[i], x[i + stride]) for each i whose mask is 1
+/// with |x[i] + x[i + stride]| >= 129, which only two weights of one sign reach (127 + -1 = 126).
+/// x[0] is at the start of the mask's period; `mask` holds one period and kMaxPairVector
+/// elements more of the cycle, so that the mask of any vector of elements is one load at their
+/// offset in the period. `width`: a pairVectorWidth() value at most the CPU's.
+int64_t countSaturablePairs(const int8_t* x, const uint8_t* mask, size_t period, size_t len, size_t stride, int width);
+
 /// The pairs of the int8 constant weight `w`; nullopt when its storage is malformed (a file
 /// that cannot be read throws Error(BadInput), ir::ByteSource::read).
 std::optional<WeightPairs> countWeightPairs(const ir::Value& w, PairLayout layout, int64_t group,

@@ -7,6 +7,7 @@
 
 #include "model_builder.h"
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/target/weight_pairs.h"
 
 using namespace qtest;
 
@@ -264,6 +265,32 @@ TEST_CASE("check-saturation: random weights of every period and parity counted a
       INFO("K " << k << ", N " << n);
       REQUIRE(counted(model, "matmul_1") == expected(hits, n * (k / 2)));
     }
+}
+
+TEST_CASE("check-saturation: every vector width counts the pairs the scalar loop counts") {
+  // the widths this CPU runs (AVX2 where it has it) against the scalar loop, on random bytes at
+  // every offset of every period from 1 to 70, with strides inside the period
+  std::mt19937 gen(39);
+  std::uniform_int_distribution<int> value(-128, 127);
+  std::vector<int8_t> x(5000);
+  for (auto& v : x) v = static_cast<int8_t>(value(gen));
+  int checked = 0;
+  for (size_t period = 1; period <= 70; ++period)
+    for (size_t stride : {size_t{1}, period / 2, period - 1}) {
+      if (stride == 0 || stride >= period) continue;
+      std::vector<uint8_t> mask(period + qconv::kMaxPairVector);
+      for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i % period) < period - stride;  // partner in the period
+      for (size_t len : {period, 3 * period + 1, x.size() / period * period}) {
+        const int64_t scalar = qconv::countSaturablePairs(x.data(), mask.data(), period, len, stride, 1);
+        for (int width : {16, 32}) {
+          if (width > qconv::pairVectorWidth()) continue;
+          INFO("period " << period << ", stride " << stride << ", length " << len << ", width " << width);
+          REQUIRE(qconv::countSaturablePairs(x.data(), mask.data(), period, len, stride, width) == scalar);
+          ++checked;
+        }
+      }
+    }
+  REQUIRE(checked > 0);
 }
 
 TEST_CASE("check-saturation: a com.microsoft QGemm kept as it is with transB") {
