@@ -2,7 +2,7 @@
 # Build qconv's wheel and repair it for installing where nothing was built:
 #   pip wheel .          scikit-build-core drives the CMake build (pyproject.toml) in build/wheel/,
 #                        which a second run reuses; the pinned ONNX from build/deps/ (built once)
-#   auditwheel repair    the shared libraries it links (protobuf, spdlog, fmt) copied into the
+#   auditwheel repair    the shared library it links from Debian (protobuf's lite runtime) copied into the
 #                        wheel, which then carries a manylinux tag
 # Prints the repaired wheel's path (build/dist/qconv-VERSION-TAGS.whl) on stdout.
 # Needs the Debian packages scripts/setup.sh installs. Usage: scripts/build_wheel.sh

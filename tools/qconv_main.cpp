@@ -334,7 +334,7 @@ int main(int argc, char** argv) {
   return code;  // LeakSanitizer checks at a normal exit
 #else
   // run() has freed everything it made and closed its files; what is left are the libraries'
-  // static objects (protobuf's descriptors), whose destructors the OS makes needless.
+  // static objects (protobuf's default instances, libonnx's tables), whose destructors the OS makes needless.
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);

@@ -80,7 +80,9 @@ def test_nothing_resolves_outside_the_wheel_but_the_c_and_cxx_runtimes(fresh):
             assert "not found" not in line, line
             assert os.path.realpath(where).startswith(os.path.realpath(os.path.join(site, "qconv.libs"))), line
         grafted = [os.path.basename(x) for x in libs if "qconv.libs" in x or re.search(r"-[0-9a-f]{8}\.so", x)]
-        assert {g.split("-")[0] for g in grafted} >= {"libprotobuf", "libspdlog", "libfmt"}, r.stdout
+        # protobuf's lite runtime is the one Debian library linked shared (fmt and spdlog are
+        # compiled in: third_party/, issue 39)
+        assert {g.split("-")[0] for g in grafted} == {"libprotobuf"}, r.stdout
 
 
 def test_auditwheel_names_a_manylinux_policy(wheel):
