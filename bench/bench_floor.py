@@ -5,15 +5,18 @@
     --no-saturation-check, beside `cp` and the protobuf floor; the saturation check's share of the
     run (from the two CPU medians, and from the pass's own time in --report);
   - peak RSS of each (GNU time, one run more each, untimed);
-  - with --baseline BIN, another qconv (the one before a change) timed beside in the same run.
+  - with --baseline BIN, another qconv (the one before a change) timed beside in the same run;
+  - with --copy-cost, what reading the weights costs beside copying them, in the same run as the
+    ResNet-50 shape's rows (build/bench/qconv_copy_cost: copy_file_range alone, then a pread of
+    every byte, and pread + write instead).
 Every command writes over the output of its previous run (replacing, as a build system does);
 the commands take turns within each run, so that this shared machine's drift hits them alike.
 CPU time is the process's user + system time (wait4's rusage: the exec included), wall time
 from spawn to exit; both are medians. Wall time on this machine varies up to 3x from run to run:
 compare CPU times, and ratios within one run.
 
-    .venv/bin/python bench/bench_floor.py [--runs 301] [--large-runs 31] [--baseline BIN] [--work DIR]
-                                          [--markdown FILE]
+    .venv/bin/python bench/bench_floor.py [--runs 301] [--large-runs 31] [--baseline BIN] [--copy-cost]
+                                          [--work DIR] [--markdown FILE]
 
 Not a test: nothing here asserts a time.
 """
@@ -104,6 +107,7 @@ def main() -> None:
     ap.add_argument("--large-runs", type=int, default=31, help="runs of the ResNet-50-shape commands")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--baseline", help="another qconv binary timed beside (the one before a change)")
+    ap.add_argument("--copy-cost", action="store_true", help="also copy_file_range, + pread, pread + write (issue 39)")
     ap.add_argument("--work", help="folder for the models, created when missing (default: a temporary folder)")
     ap.add_argument("--markdown", help="also write the results to this file")
     args = ap.parse_args()
@@ -111,7 +115,7 @@ def main() -> None:
     floor = os.path.join(args.build, "bench", "qconv_roundtrip")
     work = benchenv.work_dir(args.work, "qconv-floor-")
     cp = "/usr/bin/cp" if os.path.exists("/usr/bin/cp") else "/bin/cp"
-    out = {k: os.path.join(work, f"{k}.onnx") for k in ("cp", "floor", "qconv", "nocheck", "base", "basenocheck")}
+    out = {k: os.path.join(work, f"{k}.onnx") for k in ("cp", "floor", "qconv", "nocheck", "base", "basenocheck", "copy")}
     base = os.path.abspath(args.baseline) if args.baseline else None
 
     small = {
@@ -140,6 +144,10 @@ def main() -> None:
         large["baseline convert --format qop"] = [base, "convert", model, out["base"], "--format", "qop", "-q"]
         large["baseline ... --no-saturation-check"] = [base, "convert", model, out["basenocheck"], "--format", "qop",
                                                        "-q", "--no-saturation-check"]
+    if args.copy_cost:
+        cost = os.path.join(args.build, "bench", "qconv_copy_cost")
+        for way in ("copy", "copy+read", "read+write"):
+            large[f"qconv_copy_cost {way}"] = [cost, way, model, out["copy"]]
     large_res = measure(large, args.large_runs)
     check_ms = check_share(qconv, model, out["qconv"], args.large_runs)
     with_check = large_res["qconv convert --format qop"]["cpu"]
