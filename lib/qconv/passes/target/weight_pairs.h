@@ -28,7 +28,7 @@ enum class PairLayout { ConvMCk, MatrixKN, MatrixNK };
 /// Buffers reused from one weight to the next.
 struct PairScratch {
   std::string bytes;          // file bytes (ir::ByteStream)
-  std::vector<uint8_t> mask;  // which elements start a pair: one period of the pattern, 16 more
+  std::vector<uint8_t> mask;  // which elements start a pair: one period of the pattern, kMaxPairVector more
 };
 
 /// The widest vector countSaturablePairs runs with on this CPU: 32 (AVX2), 16 (SSE2: any
