@@ -78,6 +78,7 @@ def test_large_inline_weights_convert_exactly(wide, fmt, tmp_path):
 K = N = 4096
 BRANCHES = 8
 WEIGHTS_MIB = BRANCHES * K * N / 2 ** 20
+VIEW_WINDOW_MIB = 32  # io::ExternalFiles::kViewWindow
 
 
 def matmul_model(k: int = K, n: int = N) -> onnx.ModelProto:
@@ -127,9 +128,11 @@ def test_inline_weights_are_never_loaded(tmp_path):
     base = peak_mib("convert", small, str(tmp_path / "small_out.onnx"), "--format", "qop")
     peak = peak_mib("convert", src, out, "--format", "qop")
     # protobuf's parse would hold all 128 MiB of weights (151 MiB peak before io/splice.h);
-    # qconv takes 1 to 2 MiB more than the yardstick, with or without AddressSanitizer: the bound is
-    # half the weights
-    assert peak - base < WEIGHTS_MIB / 2, f"peak RSS {peak:.0f} MiB ({base:.0f} for the yardstick) for a {size_mib:.0f} MiB model"
+    # qconv takes 1 to 2 MiB more than the yardstick, with or without AddressSanitizer, and the
+    # input's pages the saturation check read in place, which stay mapped for the writer up to
+    # VIEW_WINDOW_MIB (io::ExternalFiles::kViewWindow): the bound is that, well under half the weights
+    assert peak - base < VIEW_WINDOW_MIB + 8 < WEIGHTS_MIB / 2, \
+        f"peak RSS {peak:.0f} MiB ({base:.0f} for the yardstick) for a {size_mib:.0f} MiB model"
     assert op_counts(out) == {"QuantizeLinear": 1, "QLinearMatMul": BRANCHES, "DequantizeLinear": BRANCHES}
     x = np.random.default_rng(3).uniform(-1, 1, (1, K)).astype(np.float32)
     step = np.float32(40 / 255)
@@ -146,7 +149,8 @@ def test_inline_weights_are_never_loaded(tmp_path):
     ext = save_external(model, str(tmp_path / "ext"))
     out_ext = str(tmp_path / "out_ext.onnx")
     peak = peak_mib("convert", ext, out_ext, "--format", "qop", "--inline-data")
-    assert peak - base < WEIGHTS_MIB / 2, f"peak RSS {peak:.0f} MiB ({base:.0f} for the yardstick) inlining {size_mib:.0f} MiB of external data"
+    assert peak - base < VIEW_WINDOW_MIB + 8, \
+        f"peak RSS {peak:.0f} MiB ({base:.0f} for the yardstick) inlining {size_mib:.0f} MiB of external data"
     assert open(out_ext, "rb").read() == open(out, "rb").read()
 
 

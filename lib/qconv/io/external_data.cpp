@@ -1,6 +1,7 @@
 #include "qconv/io/external_data.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,7 +51,8 @@ constexpr size_t kSpares = 4;
 constexpr size_t kSpareBytes = size_t{96} << 20;
 }  // namespace
 
-ExternalFiles::ExternalFiles(std::string modelPath) : modelPath_(std::move(modelPath)) {
+ExternalFiles::ExternalFiles(std::string modelPath, uint64_t viewWindow)
+    : viewWindow_(viewWindow), modelPath_(std::move(modelPath)) {
   spares_.reserve(kSpares);  // recycle() runs on the writer's thread: it never allocates there (a
                              // thread's first malloc maps an arena of 64 MiB of address space)
 }
@@ -60,6 +62,8 @@ ExternalFiles::~ExternalFiles() {
   for (auto& [_, fd] : fds_) close(fd);
   if (dirfd_ >= 0) close(dirfd_);
   if (modelFd_ >= 0) close(modelFd_);
+  for (auto& [_, m] : maps_)
+    if (m.data) munmap(const_cast<char*>(m.data), m.size);
 }
 
 ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
@@ -208,11 +212,78 @@ void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) cons
   }
 }
 
+const ExternalFiles::Mapping& ExternalFiles::mapping(int fd) const {
+  auto [it, fresh] = maps_.try_emplace(fd);
+  struct stat st {};
+  if (fresh && fstat(fd, &st) == 0 && st.st_size > 0) {
+    const auto size = static_cast<uint64_t>(st.st_size);
+    if (void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0); p != MAP_FAILED)
+      it->second = {static_cast<const char*>(p), size};
+  }
+  return it->second;
+}
+
+void ExternalFiles::letGo(uint32_t span, uint64_t upto) const {
+  Held& h = held_[span];
+  const Span& s = spans_[span];
+  const Mapping& m = maps_.at(s.fd);
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // whole pages: the span's last page too once all of it goes (a neighbour sharing a page with
+  // it maps it again if it reads it), and only the pages before `upto` while it is being read
+  const uint64_t begin = (s.offset + h.from) / page * page;
+  const uint64_t end = upto == h.to ? std::min(m.size, (s.offset + upto + page - 1) / page * page)
+                                    : (s.offset + upto) / page * page;
+  if (end > begin) madvise(const_cast<char*>(m.data) + begin, end - begin, MADV_DONTNEED);
+  heldBytes_ -= upto - h.from;
+  h.from = upto;
+  if (h.from == h.to) h = {};
+}
+
+const char* ExternalFiles::view(uint32_t span, uint64_t at, uint64_t n) const {
+  QCONV_ASSERT(span < spans_.size(), "{}: span {} of {}", modelPath_, span, spans_.size());
+  const Span& s = spans_[span];
+  QCONV_ASSERT(at <= s.length && n <= s.length - at, "{}: bytes [{}, {}) of a {}-byte tensor", s.what, at, at + n,
+               s.length);
+  if (s.made || n == 0) return nullptr;
+  const Mapping& m = mapping(s.fd);
+  // a file shortened since it was mapped would kill this process (SIGBUS) where read() says so
+  struct stat st {};
+  if (!m.data || s.offset > m.size || s.length > m.size - s.offset || fstat(s.fd, &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) < s.offset + s.length)
+    return nullptr;
+  if (held_.size() < spans_.size()) held_.resize(spans_.size());
+  Held& h = held_[span];
+  if (h.from == h.to) {
+    h = {at, at + n};
+    heldBytes_ += n;
+    holding_.push_back(span);
+  } else {
+    const uint64_t from = std::min(h.from, at), to = std::max(h.to, at + n);
+    heldBytes_ += (h.from - from) + (to - h.to);
+    h = {from, to};
+  }
+  // Past the window: the other tensors' pages leave memory, oldest first, then this one's
+  // behind where it is read.
+  for (auto it = holding_.begin(); heldBytes_ > viewWindow_ && it != holding_.end();) {
+    if (*it == span) {
+      ++it;
+      continue;
+    }
+    if (held_[*it].from != held_[*it].to) letGo(*it, held_[*it].to);
+    it = holding_.erase(it);
+  }
+  if (heldBytes_ > viewWindow_ && h.from < at) letGo(span, at);
+  return m.data + s.offset + at;
+}
+
 FileRange ExternalFiles::range(const ir::FileBytes& bytes) const {
   QCONV_ASSERT(bytes.source == this && bytes.span < spans_.size(), "{}: a span of another model", modelPath_);
   const Span& s = spans_[bytes.span];
   if (s.made) awaitKept();  // the range is read as a file's
-  return {s.fd, s.offset, s.length, s.data_file, &s.what};
+  FileRange r{s.fd, s.offset, s.length, s.data_file, nullptr, &s.what};
+  if (bytes.span < held_.size() && held_[bytes.span].from == 0 && held_[bytes.span].to == s.length && s.length)
+    r.memory = maps_.at(s.fd).data + s.offset;  // mapped by a view: written from there
+  return r;
 }
 
 void ExternalFiles::inlineBytes(onnx::TensorProto& t, const std::string& where) {

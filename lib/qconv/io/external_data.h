@@ -20,6 +20,7 @@
 #include "qconv/ir/tensor.h"
 
 #include <cstdint>
+#include <deque>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -42,6 +43,7 @@ struct FileRange {
   int fd = -1;
   uint64_t offset = 0, length = 0;
   bool data_file = false;             // an external data file the model named (not the model file)
+  const char* memory = nullptr;       // the bytes mapped in this process (ExternalFiles::view), or null
   const std::string* what = nullptr;  // "<model>: initializer 'w' (bytes in 'w.data')", for messages
 };
 
@@ -73,7 +75,8 @@ struct KeptFile {
 /// itself for the initializers the reader left there (io/splice.h). Closes them when destroyed.
 class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
  public:
-  explicit ExternalFiles(std::string modelPath);
+  /// `viewWindow`: the mapped bytes view() holds at most (kViewWindow; tests set less).
+  explicit ExternalFiles(std::string modelPath, uint64_t viewWindow = kViewWindow);
   ~ExternalFiles() override;
   ExternalFiles(const ExternalFiles&) = delete;
   ExternalFiles& operator=(const ExternalFiles&) = delete;
@@ -94,6 +97,19 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   void inlineBytes(onnx::TensorProto& t, const std::string& where);
 
   void read(uint32_t span, uint64_t at, uint64_t n, char* out) const override;
+
+  /// ir::ByteSource::view, from a read-only mapping of the span's file (one per file, made on
+  /// first use; nullptr for keep()'s tensors, or a file that cannot be mapped or is now
+  /// shorter). The pages a view maps stay mapped, so that the writer writes the bytes a pass
+  /// read from them (range() says so) instead of reading them again, up to kViewWindow bytes:
+  /// past it the oldest tensors' pages leave this process's memory, and a tensor larger than
+  /// the window keeps only the window behind where it is read (its bytes are then copied in
+  /// the kernel as before). A file shorter than its tensors gets no view (read() says what is
+  /// wrong); the writer writes from a mapping in the kernel, where a file shortened since is an
+  /// error it reports. Only a file shortened while a pass reads its view is not: SIGBUS, as
+  /// while the parse reads the model file, which it maps too.
+  const char* view(uint32_t span, uint64_t at, uint64_t n) const override;
+  static constexpr uint64_t kViewWindow = uint64_t{32} << 20;  // a ResNet-50's weights
 
   /// ir::ByteKeeper: `bytes` appended to a temporary file (io::TempFile: unnamed where the file
   /// system can; in $TMPDIR or /tmp, or beside the output after keepBeside), `t` file-backed by
@@ -136,6 +152,20 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
     std::string what;
     bool made = false;  // keep()'s: read only once its write is done
   };
+  struct Held {
+    uint64_t from = 0, to = 0;  // view(): a span's bytes [from, to) held mapped
+  };
+  struct Mapping {
+    const char* data = nullptr;  // null: the file cannot be mapped
+    uint64_t size = 0;
+  };
+  const Mapping& mapping(int fd) const;
+  void letGo(uint32_t span, uint64_t upto) const;  // view(): the span's [from, upto) leaves memory
+  mutable std::map<int, Mapping> maps_;      // fd -> the file mapped (view)
+  mutable std::vector<Held> held_;           // by span
+  mutable std::deque<uint32_t> holding_;     // the spans holding mapped bytes, oldest first
+  mutable uint64_t heldBytes_ = 0;
+  uint64_t viewWindow_;
   std::vector<Span> spans_;
   std::string modelPath_;
   int dirfd_ = -1;

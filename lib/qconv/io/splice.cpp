@@ -163,8 +163,9 @@ InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold, const File
   struct Splice {
     int index;
     TensorProto* tensor;
-    int fd;  // -1: the tensor's own raw_data
+    int fd;  // -1: in memory
     uint64_t from, size;
+    const char* memory;  // the file's bytes where a view left them mapped, or null
   };
   std::vector<Splice> splices;
   // 1. The skeleton: each large initializer's raw_data emptied for the serialization, then
@@ -174,15 +175,18 @@ InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold, const File
     auto* inits = model.has_graph() ? model.mutable_graph()->mutable_initializer() : nullptr;
     for (int k = 0; inits && k < inits->size(); ++k) {
       TensorProto& t = *inits->Mutable(k);
-      Splice s{k, &t, -1, 0, 0};
+      Splice s{k, &t, -1, 0, 0, nullptr};
       if (const FileRange* r = findRange(file_backed, t)) {
         s.fd = r->fd;
         s.from = r->offset;
         s.size = r->length;
+        s.memory = r->memory;
         reads_data_files_ = reads_data_files_ || r->data_file;
-      } else if (t.data_location() != TensorProto::EXTERNAL && t.has_raw_data() && t.raw_data().size() >= threshold)
-        s.size = t.raw_data().size();
-      else continue;
+      } else if (t.data_location() != TensorProto::EXTERNAL && t.has_raw_data() && t.raw_data().size() >= threshold) {
+        s.size = t.raw_data().size();  // its bytes: raw_data once it is put back
+      } else {
+        continue;
+      }
       // present and empty: protobuf writes the field's tag where the bytes go
       emptied.push_back(std::make_unique<RawDataStandIn>(t, std::string()));
       splices.push_back(s);
@@ -233,7 +237,8 @@ InlineModel::InlineModel(onnx::ModelProto& model, uint64_t threshold, const File
     literal(inner, kInitializerField, tensorSize);
     piece(inner, Piece::kSkeleton, entry.payload, raw.begin - entry.payload);
     literal(inner, kRawDataField, s.size);
-    if (s.fd >= 0) inner.push_back({Piece::kFile, s.from, s.size, nullptr, s.fd});
+    if (s.memory) inner.push_back({Piece::kMapped, s.from, s.size, s.memory, s.fd});
+    else if (s.fd >= 0) inner.push_back({Piece::kFile, s.from, s.size, nullptr, s.fd});
     else inner.push_back({Piece::kMemory, 0, s.size, s.tensor->raw_data().data(), -1});
     cursor = raw.end;
     graphSize += wire::varintSize(wire::lenTag(kInitializerField)) + wire::varintSize(tensorSize) + tensorSize -
@@ -257,6 +262,7 @@ void InlineModel::write(SpliceSink& sink) const {
       case Piece::kLiteral: sink.bytes(literals_.data() + p.begin, p.size); break;
       case Piece::kMemory: sink.bytes(p.memory, p.size); break;
       case Piece::kFile: sink.fileRange(p.fd, p.begin, p.size); break;
+      case Piece::kMapped: sink.mappedRange(p.memory, p.fd, p.begin, p.size); break;
     }
   }
 }

@@ -8,7 +8,8 @@
 // Write (InlineModel):
 //   skeleton:    protobuf serializes the model with each large initializer's raw_data empty
 //   output:      the skeleton, each such raw_data field given its bytes (copied in the kernel
-//                from a file, or from memory) and each enclosing length rewritten
+//                from a file or from where a pass's view left them mapped, or from memory)
+//                and each enclosing length rewritten
 //
 // Conditions for a tensor to stay in the file (otherwise protobuf reads it as usual):
 //   1. it is a main-graph initializer whose raw_data holds at least kSpliceThreshold bytes;
@@ -83,6 +84,12 @@ class SpliceSink {
   virtual void bytes(const char* data, size_t size) = 0;
   /// [from, from + size) of the open file `fd`.
   virtual void fileRange(int fd, uint64_t from, uint64_t size) = 0;
+  /// The same range, mapped at `memory` (ExternalFiles::view): a sink that copies in the kernel
+  /// writes from there, where a file shortened since faults as an error, not a signal.
+  virtual void mappedRange(const char* memory, int fd, uint64_t from, uint64_t size) {
+    (void)memory;
+    fileRange(fd, from, size);
+  }
 };
 
 /// A model as it will be written with every tensor inline: protobuf's serialization of it, each
@@ -103,10 +110,10 @@ class InlineModel {
 
  private:
   struct Piece {
-    enum Kind { kSkeleton, kLiteral, kMemory, kFile } kind;
+    enum Kind { kSkeleton, kLiteral, kMemory, kFile, kMapped } kind;
     uint64_t begin, size;  // skeleton or literal offset, or the file offset; and the length
-    const char* memory;    // kMemory
-    int fd;                // kFile
+    const char* memory;    // kMemory, kMapped
+    int fd;                // kFile, kMapped
   };
   std::string skeleton_, literals_;
   std::vector<Piece> pieces_;

@@ -33,6 +33,22 @@ void writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t off
   }
 }
 
+/// Write `size` bytes of a file mapped at `data` (ExternalFiles::view) to `offset` of `out`; the
+/// bytes written, fewer when the file was shortened since it was mapped (the kernel then faults
+/// as EFAULT where a read in this process would be killed by SIGBUS): copyRange says so.
+uint64_t writeMapped(const TempFile& out, const char* data, uint64_t size, uint64_t offset) {
+  uint64_t done = 0;
+  while (done < size) {
+    const ssize_t w = pwrite(out.fd(), data + done, size - done, static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EFAULT) break;
+    if (w <= 0) out.fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no progress"));
+    done += static_cast<uint64_t>(w);
+    out.counted(static_cast<uint64_t>(w));
+  }
+  return done;
+}
+
 /// Copy [from, from + size) of `in` (an input data file, or the input model for bytes the reader
 /// left there) to `offset` of `out`: in the kernel where it can, else through a 1 MiB buffer.
 /// Never the whole tensor in memory.
@@ -74,11 +90,13 @@ void setExternal(onnx::TensorProto& t, const std::string& location, uint64_t off
 }
 
 /// One tensor's place in the data file, and where its bytes come from: an input data file
-/// (fd, from), its raw_data (fd -1), or already there (fd kInPlace: a taken KeptFile's).
+/// (fd, from; or `memory`, where a view left it mapped), its raw_data (fd -1), or already
+/// there (fd kInPlace: a taken KeptFile's).
 struct Placement {
   onnx::TensorProto* tensor;
   int fd;
   uint64_t from, size, offset;
+  const char* memory = nullptr;
 };
 constexpr int kInPlace = -2;
 
@@ -108,6 +126,7 @@ std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_ba
       p.fd = r->fd;
       p.from = r->offset;
       p.size = r->length;
+      p.memory = r->memory;
     } else {
       if (!t.has_raw_data() || t.raw_data().size() < kExternalThreshold) continue;
       p.size = t.raw_data().size();
@@ -137,7 +156,12 @@ std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked*
   if (to_write) *to_write += size - (taken ? taken->end : 0);
   for (const Placement& p : plan) {
     if (p.fd == kInPlace) continue;
-    if (p.fd >= 0) copyRange(p.fd, p.from, p.size, *data, p.offset);
+    if (p.memory) {
+      const uint64_t done = writeMapped(*data, p.memory, p.size, p.offset);
+      copyRange(p.fd, p.from + done, p.size - done, *data, p.offset + done);
+    } else if (p.fd >= 0) {
+      copyRange(p.fd, p.from, p.size, *data, p.offset);
+    }
     else writeAll(*data, p.tensor->raw_data().data(), p.size, p.offset);
   }
   // the taken file's bytes were hashed as they were kept: only what follows them is read back
@@ -151,7 +175,8 @@ std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked*
 }
 
 /// Serialized pieces into a temporary file: bytes through a 1 MiB buffer, file ranges copied in
-/// the kernel (copyRange), each at the position the pieces before it end.
+/// the kernel (copyRange; from their mapping where a view left them mapped: writeMapped), each
+/// at the position the pieces before it end.
 class FileSink : public SpliceSink {
  public:
   static constexpr size_t kBlock = size_t{1} << 20;
@@ -169,6 +194,12 @@ class FileSink : public SpliceSink {
   void fileRange(int fd, uint64_t from, uint64_t size) override {
     flush();
     copyRange(fd, from, size, out_, written_);
+    written_ += size;
+  }
+  void mappedRange(const char* memory, int fd, uint64_t from, uint64_t size) override {
+    flush();
+    const uint64_t done = writeMapped(out_, memory, size, written_);
+    copyRange(fd, from + done, size - done, out_, written_ + done);  // the rest, if the file was shortened
     written_ += size;
   }
   /// Flush; the bytes written in all.

@@ -22,6 +22,14 @@ class ByteSource {
   /// Copy bytes [at, at + n) of span `span` into `out`. Throws Error(BadInput) naming the model
   /// file, the tensor and the file when they cannot be read: the input is at fault (exit 3).
   virtual void read(uint32_t span, uint64_t at, uint64_t n, char* out) const = 0;
+  /// Bytes [at, at + n) of span `span` where they are, valid while the source lives; nullptr
+  /// when this source cannot show them in place (read() them then, which also reports a file
+  /// that is not what it was). Reading a tensor in place costs no copy, and the writer can
+  /// write the very pages a pass read.
+  virtual const char* view(uint32_t span, uint64_t at, uint64_t n) const {
+    (void)span, (void)at, (void)n;
+    return nullptr;
+  }
 };
 
 /// The bytes of a file-backed tensor: `length` bytes, span `span` of `source`.

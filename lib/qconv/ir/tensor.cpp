@@ -145,6 +145,7 @@ const uint8_t* ByteStream::next(size_t n) {
   const uint64_t at = pos_;
   pos_ += n;
   if (raw_) return reinterpret_cast<const uint8_t*>(raw_->data()) + at;
+  if (const char* in_place = file_.source->view(file_.span, at, n)) return reinterpret_cast<const uint8_t*>(in_place);
   if (filled_ == 0 || at < buffer_start_ || at + n > buffer_start_ + filled_) {  // refill from `at`
     constexpr uint64_t kBlock = uint64_t{1} << 20;
     const uint64_t want = std::min<uint64_t>(std::max<uint64_t>(kBlock, n), static_cast<uint64_t>(size_) - at);
@@ -339,15 +340,17 @@ std::optional<std::vector<int64_t>> readInts(const TensorProto& t, const FileByt
   const int64_t n = countOf(t);
   const std::string& r = *raw;
   std::vector<int64_t> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    switch (dt) {
-      case TensorProto::INT8: out[i] = loadRaw<int8_t>(r, i); break;
-      case TensorProto::UINT8: out[i] = loadRaw<uint8_t>(r, i); break;
-      case TensorProto::INT16: out[i] = loadRaw<int16_t>(r, i); break;
-      case TensorProto::UINT16: out[i] = loadRaw<uint16_t>(r, i); break;
-      case TensorProto::INT32: out[i] = loadRaw<int32_t>(r, i); break;
-      default: out[i] = loadRaw<int64_t>(r, i); break;
-    }
+  auto widen = [&](auto type) {  // one loop per type, not a switch per element
+    using T = decltype(type);
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = loadRaw<T>(r, i);
+  };
+  switch (dt) {
+    case TensorProto::INT8: widen(int8_t{}); break;
+    case TensorProto::UINT8: widen(uint8_t{}); break;
+    case TensorProto::INT16: widen(int16_t{}); break;
+    case TensorProto::UINT16: widen(uint16_t{}); break;
+    case TensorProto::INT32: widen(int32_t{}); break;
+    default: widen(int64_t{}); break;
   }
   return out;
 }

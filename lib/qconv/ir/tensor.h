@@ -97,8 +97,9 @@ bool storageBytes(const onnx::TensorProto& t, const FileBytes& file, std::string
 std::string loadBytes(const FileBytes& bytes);
 
 /// Sequential reader of a tensor of one byte per element (INT8, UINT8), so that a weight of any
-/// size is read in bounded memory: raw_data in place, a file-backed tensor through a buffer
-/// refilled 1 MiB at a time from its source, a typed field converted once (storageBytes).
+/// size is read in bounded memory: raw_data in place, a file-backed tensor in place where its
+/// source can show it so (ByteSource::view) or else through a buffer refilled 1 MiB at a time,
+/// a typed field converted once (storageBytes).
 class ByteStream {
  public:
   /// Nothing to read (ok() false, why() says so) for another type or malformed storage.

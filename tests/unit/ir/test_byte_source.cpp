@@ -4,8 +4,10 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "model_builder.h"
 #include "qconv/diag.h"
@@ -177,6 +179,11 @@ TEST_CASE("external data that cannot be read during the write exits 5, leaving n
   qconv::io::FileBacked file_backed;
   onnx::ModelProto out = qconv::io::exportModel(model, &file_backed);
   REQUIRE(file_backed.size() == 1);  // w, still in its file: the writer copies it from there
+  // check-saturation read w in place: the writer writes from its mapping, where the shortened
+  // file is an error of the write, not a signal; or, never read in place, copies it in the kernel
+  REQUIRE(file_backed.begin()->second.memory);
+  SECTION("from the pages a pass mapped") {}
+  SECTION("from the file") { file_backed.begin()->second.memory = nullptr; }
   fs::resize_file(d / "w.data", 0);
   qconv::io::WriteOptions options;
   options.file_backed = &file_backed;
@@ -205,4 +212,98 @@ TEST_CASE("emit without a table reads file-backed bytes into the model") {
   std::ifstream f(d / "w.data", std::ios::binary);
   REQUIRE(w->raw_data() == std::string(std::istreambuf_iterator<char>(f), {}));
   REQUIRE(qconv::io::checkModel(out).empty());
+}
+
+namespace {
+
+/// An int8 [n] initializer `name` whose bytes (i * 7 + k, wrapping) are in `<dir>/<name>.data`,
+/// resolved by `files` as the reader resolves external data.
+qconv::ir::FileBytes externalTensor(qconv::io::ExternalFiles& files, const Dir& d, const std::string& name, size_t n,
+                                    int k, onnx::TensorProto& t) {
+  std::string bytes(n, '\0');
+  for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>(i * 7 + static_cast<size_t>(k));
+  std::ofstream(d / (name + ".data"), std::ios::binary) << bytes;
+  t.set_name(name);
+  t.set_data_type(TensorProto::INT8);
+  t.add_dims(static_cast<int64_t>(n));
+  t.set_data_location(TensorProto::EXTERNAL);
+  auto* e = t.add_external_data();
+  e->set_key("location");
+  e->set_value(name + ".data");
+  return files.resolve(t, "initializer '" + name + "'");
+}
+
+}  // namespace
+
+TEST_CASE("a tensor read in place stays mapped for the writer, within the view window") {
+  Dir d;
+  constexpr uint64_t kWindow = 64 << 10;
+  qconv::io::ExternalFiles files(d / "in.onnx", kWindow);
+  onnx::TensorProto ta, tb, tc;
+  const qconv::ir::FileBytes a = externalTensor(files, d, "a", 40 << 10, 1, ta);
+  const qconv::ir::FileBytes b = externalTensor(files, d, "b", 40 << 10, 2, tb);
+  const qconv::ir::FileBytes c = externalTensor(files, d, "c", 100 << 10, 3, tc);
+  auto expectBytes = [](const char* p, size_t n, int k) {
+    for (size_t i = 0; i < n; i += 997) REQUIRE(p[i] == static_cast<char>(i * 7 + static_cast<size_t>(k)));
+  };
+  REQUIRE_FALSE(files.range(a).memory);  // nothing viewed yet: the writer copies from the file
+  const char* pa = files.view(a.span, 0, a.length);
+  REQUIRE(pa);
+  expectBytes(pa, a.length, 1);
+  REQUIRE(files.range(a).memory == pa);
+  // a part of a tensor is not the tensor: the writer copies it from the file
+  REQUIRE(files.view(b.span, 0, 1024));
+  REQUIRE_FALSE(files.range(b).memory);
+  const char* pb = files.view(b.span, 1024, b.length - 1024) - 1024;
+  REQUIRE(files.range(b).memory == pb);
+  // 80 KiB held once b was whole, over the window: a's pages left, oldest first (its view
+  // still reads its bytes: they are mapped again)
+  REQUIRE_FALSE(files.range(a).memory);
+  expectBytes(pa, a.length, 1);
+  // a tensor larger than the window keeps only the window behind where it is read, and the
+  // writer copies it from the file
+  for (uint64_t at = 0; at < c.length; at += 16 << 10) {
+    const uint64_t n = std::min<uint64_t>(16 << 10, c.length - at);
+    const char* p = files.view(c.span, at, n);
+    REQUIRE(p);
+    for (uint64_t i = 0; i < n; i += 101) REQUIRE(p[i] == static_cast<char>((at + i) * 7 + 3));
+  }
+  REQUIRE_FALSE(files.range(b).memory);
+  REQUIRE_FALSE(files.range(c).memory);
+  // a file now shorter than its tensor is not shown in place: read() says what is wrong
+  fs::resize_file(d / "c.data", 10);
+  REQUIRE_FALSE(files.view(c.span, 0, 1));
+}
+
+TEST_CASE("the writer writes the same bytes from a pass's mapping as from the file") {
+  Dir d;
+  // the model, or its data file, written from the pages check-saturation mapped, or copied
+  auto written = [&](bool mapped, bool external_data) {
+    qconv::ir::Model model = importWithExternal({}, "w", d);
+    Reporter r;
+    qconv::PassManager(qconv::pipelineFor(qconv::Format::Qop)).run(model, r.ctx, nullptr);
+    qconv::io::FileBacked file_backed;
+    onnx::ModelProto out = qconv::io::exportModel(model, &file_backed);
+    REQUIRE(file_backed.begin()->second.memory);  // check-saturation read w in place
+    if (!mapped) file_backed.begin()->second.memory = nullptr;
+    qconv::io::WriteOptions options;
+    options.file_backed = &file_backed;
+    options.external_data = external_data;
+    const std::string dir = d / (mapped ? "mapped" : "copied");
+    fs::create_directories(dir);
+    qconv::io::writeModel(out, dir + "/out.onnx", options);
+    std::string all;
+    std::set<fs::path> files(fs::directory_iterator(dir), {});  // the model and its data file, by name
+    for (const fs::path& f : files) {
+      std::ifstream in(f, std::ios::binary);
+      all += f.filename().string() + ":" + std::string(std::istreambuf_iterator<char>(in), {}) + "\n";
+    }
+    fs::remove_all(dir);
+    return all;
+  };
+  for (bool external_data : {false, true}) {
+    const std::string mapped = written(true, external_data);
+    REQUIRE(mapped.size() > 100);
+    REQUIRE(mapped == written(false, external_data));
+  }
 }
