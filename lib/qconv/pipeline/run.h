@@ -54,6 +54,11 @@ struct ConvertOptions {
   std::string* output_bytes = nullptr;
   /// Receives the report's JSON (what --report writes), --report given or not.
   std::string* report_json = nullptr;
+  /// The process exits once run() returns (the CLI): a lone conversion leaves the model's
+  /// memory, tens of thousands of protobuf pieces for a large graph, to the exit instead of
+  /// freeing it piece by piece (compilers do the same: clang's -disable-free). Files,
+  /// descriptors, mappings and temporaries are released as ever; a batch frees each model.
+  bool exiting_after = false;
 };
 
 /// `options` with --target applied: the target's format where --format was not given, its
