@@ -24,7 +24,8 @@ struct PairPattern {
 //   a + b >= 129 <=> avg(ua, ub) >= 193, a + b <= -129 <=> avg(255 - ua, 255 - ub) >= 192
 // (avg rounds up: pavgb); counts per byte lane, summed every 255 steps. Each advances i and off
 // (i's offset in its period) past the elements it counted.
-int64_t countSse2(const int8_t* x, const uint8_t* mask, size_t period, size_t n, size_t stride, size_t& i, size_t& off) {
+int64_t countSse2(const int8_t* x, const uint8_t* mask, size_t period, size_t n, size_t stride, size_t& at, size_t& at_off) {
+  size_t i = at, off = at_off;  // in registers: x's bytes may alias the references
   const size_t step = 16 % period;
   const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80)), ones = _mm_set1_epi8(-1);
   const __m128i hi = _mm_set1_epi8(static_cast<char>(193)), lo = _mm_set1_epi8(static_cast<char>(192));
@@ -44,35 +45,107 @@ int64_t countSse2(const int8_t* x, const uint8_t* mask, size_t period, size_t n,
     const __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
     total += _mm_cvtsi128_si64(sums) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums));
   }
+  at = i;
+  at_off = off;
   return total;
 }
 
+// AVX2: a pair hits when its weights have one sign and |a| + |b| >= 129, i.e. when
+// avg(|a|, |b|) >= 65 (pabsb gives -128 as 128; avg rounds up).
+__attribute__((target("avx2"), always_inline)) inline __m256i hitsAvx2(__m256i a, __m256i b) {
+  const __m256i m = _mm256_avg_epu8(_mm256_abs_epi8(a), _mm256_abs_epi8(b));
+  const __m256i big = _mm256_cmpeq_epi8(_mm256_max_epu8(m, _mm256_set1_epi8(65)), m);
+  const __m256i mixed = _mm256_cmpgt_epi8(_mm256_setzero_si256(), _mm256_xor_si256(a, b));  // signs differ
+  return _mm256_andnot_si256(mixed, big);
+}
+
+__attribute__((target("avx2"))) int64_t sumBytesAvx2(__m256i acc) {
+  const __m256i sums = _mm256_sad_epu8(acc, _mm256_setzero_si256());
+  return _mm256_extract_epi64(sums, 0) + _mm256_extract_epi64(sums, 1) + _mm256_extract_epi64(sums, 2) +
+         _mm256_extract_epi64(sums, 3);
+}
+
+/// Any pattern: 32 elements at a time, each with its partner `stride` on, the mask picking the
+/// pairs.
 __attribute__((target("avx2"))) int64_t countAvx2(const int8_t* x, const uint8_t* mask, size_t period, size_t n,
-                                                  size_t stride, size_t& i, size_t& off) {
+                                                  size_t stride, size_t& at, size_t& at_off) {
+  size_t i = at, off = at_off;  // in registers: x's bytes may alias the references
   const size_t step = 32 % period;
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi8(-1);
-  const __m256i hi = _mm256_set1_epi8(static_cast<char>(193)), lo = _mm256_set1_epi8(static_cast<char>(192));
   int64_t total = 0;
   while (i + 32 <= n) {
     __m256i acc = _mm256_setzero_si256();
     for (int k = 0; k < 255 && i + 32 <= n; ++k, i += 32) {
-      const __m256i a = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), bias);
-      const __m256i b = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + stride)), bias);
-      const __m256i up = _mm256_avg_epu8(a, b);
-      const __m256i down = _mm256_avg_epu8(_mm256_xor_si256(a, ones), _mm256_xor_si256(b, ones));
-      const __m256i hit = _mm256_or_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(up, hi), up),
-                                          _mm256_cmpeq_epi8(_mm256_max_epu8(down, lo), down));
-      acc = _mm256_add_epi8(acc, _mm256_and_si256(hit, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + off))));
+      const __m256i hit = hitsAvx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + stride)));
+      const __m256i picked = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + off));  // 0 or 1
+      acc = _mm256_add_epi8(acc, _mm256_and_si256(hit, picked));
       off += step;
       if (off >= period) off -= period;
     }
-    const __m256i sums = _mm256_sad_epu8(acc, _mm256_setzero_si256());
-    total += _mm256_extract_epi64(sums, 0) + _mm256_extract_epi64(sums, 1) + _mm256_extract_epi64(sums, 2) +
-             _mm256_extract_epi64(sums, 3);
+    total += sumBytesAvx2(acc);
   }
+  at = i;
+  at_off = off;
   return total;
 }
+
+/// Pairs (0, 1), (2, 3), ...: 16 pairs in 32 bytes, each pair's sum exact in 16 bits (pmaddubsw
+/// by ones), counted where |sum| > 128. Whole vectors from i, which stays at a period's start.
+__attribute__((target("avx2"))) int64_t countAdjacentAvx2(const int8_t* x, size_t len, size_t& at) {
+  size_t i = at;
+  const __m256i ones = _mm256_set1_epi8(1), limit = _mm256_set1_epi16(128);
+  int64_t total = 0;
+  while (i + 32 <= len) {
+    __m256i acc = _mm256_setzero_si256();  // 16-bit counts: at most 1 << 14 steps
+    for (int k = 0; k < (1 << 14) && i + 32 <= len; ++k, i += 32) {
+      const __m256i sums = _mm256_maddubs_epi16(ones, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+      acc = _mm256_sub_epi16(acc, _mm256_cmpgt_epi16(_mm256_abs_epi16(sums), limit));
+    }
+    const __m256i wide = _mm256_madd_epi16(acc, _mm256_set1_epi16(1));  // 8 x int32
+    const __m128i half = _mm_add_epi32(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
+    const __m128i quarter = _mm_add_epi32(half, _mm_unpackhi_epi64(half, half));
+    total += _mm_cvtsi128_si32(quarter) + _mm_cvtsi128_si32(_mm_srli_si128(quarter, 4));
+  }
+  at = i;
+  return total;
+}
+
+/// Periods of 2 * stride whose first half pairs with the second (a conv's channels (c, c + 1)
+/// at each kernel position, a matrix's rows (k, k + 1)), stride >= 32: the halves compared 32
+/// at a time, every lane a pair; the rest of each period's half alone. Whole periods from i.
+__attribute__((target("avx2"))) int64_t countHalvesAvx2(const int8_t* x, size_t len, size_t stride, size_t& at) {
+  int64_t total = 0;
+  size_t i = at;
+  __m256i acc = _mm256_setzero_si256();
+  int steps = 0;
+  for (; i + 2 * stride <= len; i += 2 * stride) {
+    size_t j = 0;
+    for (; j + 32 <= stride; j += 32) {
+      const __m256i hit = hitsAvx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + j)),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + j + stride)));
+      acc = _mm256_sub_epi8(acc, hit);
+      if (++steps == 255) {
+        total += sumBytesAvx2(acc);
+        acc = _mm256_setzero_si256();
+        steps = 0;
+      }
+    }
+    for (; j < stride; ++j) {
+      const int sum = x[i + j] + x[i + j + stride];
+      total += sum >= 129 || sum <= -129;
+    }
+  }
+  at = i;
+  return total + sumBytesAvx2(acc);
+}
 #endif
+
+/// Whether one period of `mask` is its first half set, its second clear.
+[[maybe_unused]] bool firstHalf(const uint8_t* mask, size_t period) {
+  for (size_t j = 0; j < period; ++j)
+    if ((mask[j] != 0) != (j < period / 2)) return false;
+  return true;
+}
 
 }  // namespace
 
@@ -90,7 +163,12 @@ int64_t countSaturablePairs(const int8_t* x, const uint8_t* mask, size_t period,
   size_t i = 0, off = 0;
   int64_t total = 0;
 #if defined(__x86_64__)
-  if (width == 32) total += countAvx2(x, mask, period, n, stride, i, off);
+  if (width == 32) {
+    if (period == 2 && stride == 1 && mask[0] && !mask[1]) total += countAdjacentAvx2(x, len, i);
+    else if (period == 2 * stride && stride >= 32 && firstHalf(mask, period))
+      total += countHalvesAvx2(x, len, stride, i);
+    else total += countAvx2(x, mask, period, n, stride, i, off);
+  }
   if (width >= 16) total += countSse2(x, mask, period, n, stride, i, off);  // AVX2's last 16 too
 #else
   (void)width;

@@ -293,6 +293,31 @@ TEST_CASE("check-saturation: every vector width counts the pairs the scalar loop
   REQUIRE(checked > 0);
 }
 
+TEST_CASE("check-saturation: the vector loops' counters hold over a megabyte, every pattern") {
+  // adjacent pairs (a 1x1 conv), halves of a period (a conv's channel pairs, a matrix's rows),
+  // and a mask: each loop's per-lane counts are summed before they can wrap
+  std::mt19937 gen(40);
+  std::uniform_int_distribution<int> value(-128, 127);
+  std::vector<int8_t> x(size_t{1} << 20);
+  for (auto& v : x) v = static_cast<int8_t>(value(gen));
+  for (auto [period, stride] : {std::pair<size_t, size_t>{2, 1}, {64, 32}, {200, 100}, {2000, 1000}, {18, 9}}) {
+    std::vector<uint8_t> mask(period + qconv::kMaxPairVector);
+    for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i % period) < stride;
+    const size_t len = x.size() / period * period;
+    int64_t want = 0;  // the definition: (i, i + stride) for the first `stride` of each period
+    for (size_t p = 0; p < len; p += period)
+      for (size_t j = 0; j < stride; ++j) {
+        const int sum = x[p + j] + x[p + j + stride];
+        want += sum >= 129 || sum <= -129;
+      }
+    for (int width : {1, 16, 32}) {
+      if (width > qconv::pairVectorWidth()) continue;
+      INFO("period " << period << ", width " << width);
+      REQUIRE(qconv::countSaturablePairs(x.data(), mask.data(), period, len, stride, width) == want);
+    }
+  }
+}
+
 TEST_CASE("check-saturation: a com.microsoft QGemm kept as it is with transB") {
   ModelBuilder b;
   b.input("a", TensorProto::UINT8, {1, 4});
