@@ -3,9 +3,13 @@
 //   copy        copy_file_range of the file to OUT (what cp and qconv's writer do);
 //   copy+read   the same, then every byte read into a 1 MiB buffer with pread (qconv today:
 //               the saturation check reads each weight once besides the writer's copy);
-//   read+write  pread 1 MiB, touch it, write it to OUT (a check done while the writer copies).
+//   read+write  pread 1 MiB, touch it, write it to OUT (a check done while the writer copies);
+//   map         the file mapped, every byte read there, then written to OUT from the mapping
+//               (qconv since: the check reads each weight in place, the writer writes the
+//               pages it mapped).
 // Usage: qconv_copy_cost WAY IN OUT. Exit 0, or 1 with a message.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,11 +42,25 @@ bool readAll(int in, int out, size_t n, std::vector<char>& buf, unsigned long& s
   return true;
 }
 
+/// The file mapped, one byte in 64 summed, then all of it written to `out` from the mapping.
+bool mapAll(int in, int out, size_t n, unsigned long& sum) {
+  void* m = mmap(nullptr, n, PROT_READ, MAP_PRIVATE, in, 0);
+  if (m == MAP_FAILED) return false;
+  const auto* p = static_cast<const char*>(m);
+  for (size_t i = 0; i < n; i += 64) sum += static_cast<unsigned char>(p[i]);
+  for (size_t at = 0; at < n;) {
+    const ssize_t w = write(out, p + at, n - at);
+    if (w <= 0) return false;
+    at += static_cast<size_t>(w);
+  }
+  return munmap(m, n) == 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: qconv_copy_cost copy|copy+read|read+write IN OUT\n");
+    std::fprintf(stderr, "usage: qconv_copy_cost copy|copy+read|read+write|map IN OUT\n");
     return 1;
   }
   const std::string way = argv[1];
@@ -64,6 +82,7 @@ int main(int argc, char** argv) {
   if (way == "copy") ok = copyAll(in, out, n);
   else if (way == "copy+read") ok = copyAll(in, out, n) && readAll(in, -1, n, buf, sum);
   else if (way == "read+write") ok = readAll(in, out, n, buf, sum);
+  else if (way == "map") ok = mapAll(in, out, n, sum);
   else std::fprintf(stderr, "qconv_copy_cost: unknown way %s\n", argv[1]);
   if (close(out) != 0) ok = false;
   std::printf("%lu\n", sum);  // the sum: what the reads computed
