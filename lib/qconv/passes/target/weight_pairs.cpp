@@ -20,10 +20,11 @@ struct PairPattern {
 };
 
 #if defined(__x86_64__)
-// The vector loops: 16 or 32 pairs at a time, on the biased bytes u = x + 128:
+// The vector loops. Each advances i (and off, i's offset in its period) past the elements it
+// counted; counts are kept per lane and summed before they can wrap.
+// SSE2 (any x86-64): 16 pairs at a time, on the biased bytes u = x + 128:
 //   a + b >= 129 <=> avg(ua, ub) >= 193, a + b <= -129 <=> avg(255 - ua, 255 - ub) >= 192
-// (avg rounds up: pavgb); counts per byte lane, summed every 255 steps. Each advances i and off
-// (i's offset in its period) past the elements it counted.
+// (avg rounds up: pavgb).
 int64_t countSse2(const int8_t* x, const uint8_t* mask, size_t period, size_t n, size_t stride, size_t& at, size_t& at_off) {
   size_t i = at, off = at_off;  // in registers: x's bytes may alias the references
   const size_t step = 16 % period;
