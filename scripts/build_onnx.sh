@@ -15,10 +15,11 @@ stamp="$prefix/.qconv-built"
 # -O1: ONNX's 400 operator schemas are most of its compiling, and qconv runs them little (a
 # schema is built when a model uses its operator): -O3 took 136 s of a fresh clone's first build
 # here, -O1 82 s, for 0.7% more instructions in a ResNet-50-shape conversion, 1.9% in the bundled
-# example's (callgrind; docs/benchmarks.md, issue 39)
+# example's (callgrind; docs/benchmarks.md, issue 39). ONNX_USE_UNITY_BUILD, ONNX's own option:
+# its sources compiled in batches, each heavy header parsed once per batch (108 -> 45 s here).
 options=(-DONNX_ML=ON -DONNX_NAMESPACE=onnx -DONNX_USE_LITE_PROTO=ON -DONNX_BUILD_PYTHON=OFF -DONNX_BUILD_TESTS=OFF
          -DONNX_GEN_PB_TYPE_STUBS=OFF -DONNX_USE_PROTOBUF_SHARED_LIBS=ON -DONNX_BUILD_CUSTOM_PROTOBUF=OFF
-         "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
+         -DONNX_USE_UNITY_BUILD=ON "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG")
 built_as() { cat "$root/third_party/onnx.pin"; echo "options=${options[*]}"; }  # what the stamp holds
 if [ -f "$stamp" ] && cmp -s "$stamp" <(built_as); then
   echo "$prefix"; exit 0
