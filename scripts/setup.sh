@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything qconv needs on a fresh Debian machine, then build it.
 #   Debian packages: the compiler, CMake, Ninja and the libraries qconv links (only those);
-#   ONNX: the version third_party/onnx.pin names, built from source by scripts/build_onnx.sh (~1.5 min once);
+#   ONNX: the version third_party/onnx.pin names, built from source by scripts/build_onnx.sh (~1 min once);
 #   for the tests: time, strace (what a run opens), clang and its libFuzzer runtime (tests/fuzz).
 #   .venv/: the Python reference (onnx, onnxruntime, numpy, pytest) for tests and benchmarks.
 # Safe to run again: each step is skipped when already done.
