@@ -22,26 +22,15 @@ namespace qconv::io {
 
 namespace {
 
-void writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t offset) {
+/// Write `size` bytes at `data` to `offset` of `out`; the bytes written. `mapped`: `data` is a
+/// file's mapping (ExternalFiles::view), and a file shortened since stops the write short (the
+/// kernel faults as EFAULT where a read in this process would be killed by SIGBUS).
+uint64_t writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t offset, bool mapped = false) {
   uint64_t done = 0;
   while (done < size) {
     const ssize_t w = pwrite(out.fd(), data + done, size - done, static_cast<off_t>(offset + done));
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) out.fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no progress"));
-    done += static_cast<uint64_t>(w);
-    out.counted(static_cast<uint64_t>(w));
-  }
-}
-
-/// Write `size` bytes of a file mapped at `data` (ExternalFiles::view) to `offset` of `out`; the
-/// bytes written, fewer when the file was shortened since it was mapped (the kernel then faults
-/// as EFAULT where a read in this process would be killed by SIGBUS): copyRange says so.
-uint64_t writeMapped(const TempFile& out, const char* data, uint64_t size, uint64_t offset) {
-  uint64_t done = 0;
-  while (done < size) {
-    const ssize_t w = pwrite(out.fd(), data + done, size - done, static_cast<off_t>(offset + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && errno == EFAULT) break;
+    if (w < 0 && errno == EFAULT && mapped) break;
     if (w <= 0) out.fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no progress"));
     done += static_cast<uint64_t>(w);
     out.counted(static_cast<uint64_t>(w));
@@ -50,11 +39,14 @@ uint64_t writeMapped(const TempFile& out, const char* data, uint64_t size, uint6
 }
 
 /// Copy [from, from + size) of `in` (an input data file, or the input model for bytes the reader
-/// left there) to `offset` of `out`: in the kernel where it can, else through a 1 MiB buffer.
-/// Never the whole tensor in memory.
-void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64_t offset) {
-  loff_t src = static_cast<loff_t>(from), dst = static_cast<loff_t>(offset);
-  uint64_t left = size;
+/// left there) to `offset` of `out`: from `mapped`, where a pass's view left those bytes mapped,
+/// else (and for what a shortened file no longer has) in the kernel where it can, else through
+/// a 1 MiB buffer, which says what is wrong. Never the whole tensor in memory.
+void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64_t offset,
+               const char* mapped = nullptr) {
+  const uint64_t written = mapped ? writeAll(out, mapped, size, offset, true) : 0;
+  loff_t src = static_cast<loff_t>(from + written), dst = static_cast<loff_t>(offset + written);
+  uint64_t left = size - written;
   while (left > 0) {
     const ssize_t n = copy_file_range(in, &src, out.fd(), &dst, std::min<uint64_t>(left, 1u << 30), 0);
     if (n < 0 && errno == EINTR) continue;
@@ -156,12 +148,7 @@ std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked*
   if (to_write) *to_write += size - (taken ? taken->end : 0);
   for (const Placement& p : plan) {
     if (p.fd == kInPlace) continue;
-    if (p.memory) {
-      const uint64_t done = writeMapped(*data, p.memory, p.size, p.offset);
-      copyRange(p.fd, p.from + done, p.size - done, *data, p.offset + done);
-    } else if (p.fd >= 0) {
-      copyRange(p.fd, p.from, p.size, *data, p.offset);
-    }
+    if (p.fd >= 0) copyRange(p.fd, p.from, p.size, *data, p.offset, p.memory);
     else writeAll(*data, p.tensor->raw_data().data(), p.size, p.offset);
   }
   // the taken file's bytes were hashed as they were kept: only what follows them is read back
@@ -175,8 +162,8 @@ std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked*
 }
 
 /// Serialized pieces into a temporary file: bytes through a 1 MiB buffer, file ranges copied in
-/// the kernel (copyRange; from their mapping where a view left them mapped: writeMapped), each
-/// at the position the pieces before it end.
+/// the kernel (copyRange; from their mapping where a view left them mapped), each at the
+/// position the pieces before it end.
 class FileSink : public SpliceSink {
  public:
   static constexpr size_t kBlock = size_t{1} << 20;
@@ -198,8 +185,7 @@ class FileSink : public SpliceSink {
   }
   void mappedRange(const char* memory, int fd, uint64_t from, uint64_t size) override {
     flush();
-    const uint64_t done = writeMapped(out_, memory, size, written_);
-    copyRange(fd, from + done, size - done, out_, written_ + done);  // the rest, if the file was shortened
+    copyRange(fd, from, size, out_, written_, memory);
     written_ += size;
   }
   /// Flush; the bytes written in all.
