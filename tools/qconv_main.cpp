@@ -325,6 +325,7 @@ int main(int argc, char** argv) {
   cf.options.activation_type = typeOf(cf.activation_type);
   cf.options.check_saturation = !cf.no_saturation_check;
   cf.options.exiting_after = true;  // main returns run()'s code
+  cf.options.own_signals = true;    // a batch may die of SIGINT as the command does (batch.cpp)
   cf.options.verbosity = cf.quiet ? 0 : 1 + cf.verbose;
   cf.options.progress = !cf.quiet && isatty(STDERR_FILENO);  // never in a pipe or a log file
   // QCONV_PROGRESS_DELAY_MS: when the progress line starts (default 1000 ms); tests set it low

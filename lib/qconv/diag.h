@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -26,6 +27,7 @@ enum class ExitCode : int {
   OutOfMemory = 6,  // the conversion needs more memory than the process may have
   Unchanged = 7,    // --require-change: nothing in the input is quantized, or nothing was rewritten
   Internal = 70,    // a bug in qconv
+  Cancelled = 130,  // the library's caller cancelled (ConvertOptions::cancel): nothing was committed
 };
 
 /// `message` with each NUL shown as \x00: what() is a C string, which would end at the first.
@@ -44,6 +46,13 @@ class Error : public std::runtime_error {
   ExitCode code_;
   std::string node_;
 };
+
+/// Throws Error(Cancelled) naming `what` when the caller has set `cancel` (null: never). A
+/// cancelled conversion commits nothing (pipeline/run.h, ConvertOptions::cancel).
+inline void throwIfCancelled(const std::atomic<bool>* cancel, const std::string& what) {
+  if (cancel && cancel->load(std::memory_order_relaxed))
+    throw Error(ExitCode::Cancelled, fmt::format("{}: cancelled; nothing was written", what));
+}
 
 /// The text of errno, for a message about a failed system call.
 inline std::string sysError() { return std::strerror(errno); }

@@ -109,15 +109,17 @@ def test_a_report_naming_an_inputs_external_data_is_refused(tmp_path, batch):
     loads_and_runs(src)
 
 
-@pytest.mark.parametrize("exists", [True, False], ids=["written-before", "not-yet"])
+@pytest.mark.parametrize("exists", [True, False, "namespace"], ids=["written-before", "not-yet", "namespace"])
 def test_a_report_naming_an_outputs_data_file_is_refused(tmp_path, exists):
     """The data file's name is known from an earlier run (or only its pattern): a report there
-    would replace the fresh data file, or take the name the output's data file is given."""
+    would replace the fresh data file, or take the name the output's data file is given. Any
+    OUT.<anything>.data is the output's namespace (issue 46: out.onnx.zzz.data)."""
     src = save(weight_model(2), tmp_path / "src" / "m.onnx", "m.onnx.data")
     out = str(tmp_path / "out" / "m.onnx")
     os.mkdir(tmp_path / "out")
     assert run_qconv("convert", src, out, "--format", "qdq").returncode == 0
-    report = data_file(out) if exists else str(tmp_path / "out" / f"m.onnx.{DATA_LIKE}.data")
+    report = (data_file(out) if exists is True else str(tmp_path / "out" / f"m.onnx.{DATA_LIKE}.data")
+              if exists is False else str(tmp_path / "out" / "m.onnx.zzz.data"))
     if not exists:  # a fresh folder, where the output's data file is still to come
         os.remove(data_file(out))
         os.remove(out)

@@ -44,6 +44,11 @@ std::vector<std::string> components(const std::string& location) {
 
 }  // namespace
 
+Error changedWhileRead(const std::string& path) {
+  return Error(ExitCode::BadInput, fmt::format("{}: changed while it was read (it is shorter than when it was opened); "
+                                               "nothing was written", path));
+}
+
 namespace {
 // buffers held for reuse: a weight, its scales, and the next ones'; never more than kSpareBytes
 // in all, so that a model's largest tensors do not stay in memory twice over
@@ -62,8 +67,6 @@ ExternalFiles::~ExternalFiles() {
   for (auto& [_, fd] : fds_) close(fd);
   if (dirfd_ >= 0) close(dirfd_);
   if (modelFd_ >= 0) close(modelFd_);
-  for (auto& [_, m] : maps_)
-    if (m.data) munmap(const_cast<char*>(m.data), m.size);
 }
 
 ir::FileBytes ExternalFiles::keep(onnx::TensorProto& t, std::string bytes) {
@@ -169,6 +172,23 @@ void ExternalFiles::keepBeside(const std::string& output, std::shared_ptr<const 
   keptFolder_ = std::move(folder);
 }
 
+void ExternalFiles::adoptFolder(int dirfd) {
+  QCONV_ASSERT(dirfd_ < 0, "{}: the model's folder adopted twice", modelPath_);
+  dirfd_ = dirfd;
+}
+
+void ExternalFiles::checkUnchanged() const {
+  awaitKept();
+  for (const Span& s : spans_) {
+    if (s.made) continue;
+    const auto m = maps_.find(s.fd);
+    struct stat st {};
+    if ((m != maps_.end() && m->second.file && m->second.file->faulted()) || fstat(s.fd, &st) != 0 ||
+        static_cast<uint64_t>(st.st_size) < s.offset + s.length)
+      throw changedWhileRead(s.what);
+  }
+}
+
 void ExternalFiles::adoptModelFile(int fd) {
   QCONV_ASSERT(modelFd_ < 0, "{}: the model file adopted twice", modelPath_);
   modelFd_ = fd;
@@ -205,9 +225,8 @@ void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) cons
   for (uint64_t done = 0; done < n;) {
     const ssize_t r = pread(s.fd, out + done, n - done, static_cast<off_t>(s.offset + at + done));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      throw Error(ExitCode::BadInput, fmt::format("{}: cannot read its bytes: {}", s.what,
-                                                  r < 0 ? sysError() : "the file is shorter than when it was opened"));
+    if (r == 0) throw changedWhileRead(s.what);
+    if (r < 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot read its bytes: {}", s.what, sysError()));
     done += static_cast<uint64_t>(r);
   }
 }
@@ -216,9 +235,12 @@ const ExternalFiles::Mapping& ExternalFiles::mapping(int fd) const {
   auto [it, fresh] = maps_.try_emplace(fd);
   struct stat st {};
   if (fresh && fstat(fd, &st) == 0 && st.st_size > 0) {
-    const auto size = static_cast<uint64_t>(st.st_size);
-    if (void* p = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0); p != MAP_FAILED)
-      it->second = {static_cast<const char*>(p), size};
+    Mapping& m = it->second;
+    m.file = std::make_unique<MappedFile>(fd, static_cast<size_t>(st.st_size));
+    if (m.file->data()) {
+      m.data = m.file->data();
+      m.size = static_cast<uint64_t>(st.st_size);
+    }
   }
   return it->second;
 }

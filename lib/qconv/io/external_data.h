@@ -14,7 +14,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "qconv/diag.h"
 #include "qconv/io/content_hash.h"
+#include "qconv/io/mapped_file.h"
 #include "qconv/io/temp_file.h"
 #include "qconv/io/write_queue.h"
 #include "qconv/ir/tensor.h"
@@ -31,6 +33,9 @@
 #include <vector>
 
 namespace qconv::io {
+
+/// Error(BadInput): `path` shrank while qconv read it (io::MappedFile, pread); nothing is written.
+Error changedWhileRead(const std::string& path);
 
 /// Offsets of tensors in an external data file qconv writes are multiples of this (mmap).
 inline constexpr uint64_t kExternalAlignment = 4096;
@@ -83,6 +88,18 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
 
   /// Keep the model file open (and close it when destroyed): its bytes back tensors.
   void adoptModelFile(int fd);
+  /// The model's folder, opened once by the reader (closed when destroyed): every data file is
+  /// opened relative to it, never by the folder's path again. Without it, the folder is opened
+  /// by path when the first data file is.
+  void adoptFolder(int dirfd);
+  /// (device, inode) of the model file read, or (0, 0).
+  void setModelIdentity(uint64_t dev, uint64_t ino) { modelId_ = {dev, ino}; }
+  std::pair<uint64_t, uint64_t> modelIdentity() const { return modelId_; }
+
+  /// Throws changedWhileRead naming the file when a file whose bytes were read, or are still to
+  /// be copied, is now shorter than the tensors in it, or shrank while a view of it was read (its
+  /// pages read as zeros: io::MappedFile). Called before anything read is committed.
+  void checkUnchanged() const;
 
   /// Make `t` a file-backed tensor whose bytes are [offset, offset + length) of the model file
   /// (adoptModelFile): EXTERNAL, with offset and length and no location. Only for a range the
@@ -98,16 +115,16 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
 
   void read(uint32_t span, uint64_t at, uint64_t n, char* out) const override;
 
-  /// ir::ByteSource::view, from a read-only mapping of the span's file (one per file, made on
-  /// first use; nullptr for keep()'s tensors, or a file that cannot be mapped or is now
-  /// shorter). The pages a view maps stay mapped, so that the writer writes the bytes a pass
+  /// ir::ByteSource::view, from a read-only mapping of the span's file (io::MappedFile, one per
+  /// file, made on first use; nullptr for keep()'s tensors, or a file that cannot be mapped or
+  /// is now shorter). The pages a view maps stay mapped, so that the writer writes the bytes a pass
   /// read from them (range() says so) instead of reading them again, up to kViewWindow bytes:
   /// past it the oldest tensors' pages leave this process's memory, and a tensor larger than
   /// the window keeps only the window behind where it is read (its bytes are then copied in
   /// the kernel as before). A file shorter than its tensors gets no view (read() says what is
   /// wrong); the writer writes from a mapping in the kernel, where a file shortened since is an
-  /// error it reports. Only a file shortened while a pass reads its view is not: SIGBUS, as
-  /// while the parse reads the model file, which it maps too.
+  /// error it reports. A file shortened while a pass reads its view reads as zeros there, and
+  /// checkUnchanged() reports it before the output is committed.
   const char* view(uint32_t span, uint64_t at, uint64_t n) const override;
   static constexpr uint64_t kViewWindow = uint64_t{32} << 20;  // a ResNet-50's weights
 
@@ -156,10 +173,12 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
     uint64_t from = 0, to = 0;  // view(): a span's bytes [from, to) held mapped
   };
   struct Mapping {
+    std::unique_ptr<MappedFile> file;
     const char* data = nullptr;  // null: the file cannot be mapped
     uint64_t size = 0;
   };
   const Mapping& mapping(int fd) const;
+  std::pair<uint64_t, uint64_t> modelId_{0, 0};
   void letGo(uint32_t span, uint64_t upto) const;  // view(): the span's [from, upto) leaves memory
   mutable std::map<int, Mapping> maps_;      // fd -> the file mapped (view)
   mutable std::vector<Held> held_;           // by span

@@ -1,4 +1,5 @@
 #include "qconv/io/external_refs.h"
+#include "qconv/io/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -105,10 +106,11 @@ std::vector<std::string> locationsOf(int fd) {
       std::string bytes(size, '\0');
       if (pread(fd, bytes.data(), size, 0) == static_cast<ssize_t>(size))
         found = walkModel(reinterpret_cast<const uint8_t*>(bytes.data()), size, nullptr);
-    } else if (void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0); map != MAP_FAILED) {
-      ReleaseBehind behind(map);
-      found = walkModel(static_cast<const uint8_t*>(map), size, &behind);
-      munmap(map, size);
+    } else if (const MappedFile map(fd, size); map.data()) {
+      // a file shortened meanwhile reads as zeros past its end: what it names then is of no
+      // use, and the reader, which maps it again, says it changed
+      ReleaseBehind behind(map.data());
+      found = walkModel(reinterpret_cast<const uint8_t*>(map.data()), size, &behind);
     }
   }
   close(fd);

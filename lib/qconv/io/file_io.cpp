@@ -22,6 +22,7 @@
 #include "qconv/diag.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/external_refs.h"
+#include "qconv/io/mapped_file.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/op_schemas.h"
 #include "qconv/io/release_behind.h"
@@ -39,26 +40,19 @@ struct OpenFile {
   }
 };
 
-/// The model file mapped read-only and handed to protobuf in 8 MiB chunks; each chunk's pages
-/// leave this process's memory when protobuf asks for the next one. The parse copies every
-/// tensor out of the mapping once (no read() copy in between), and the mapping never holds more
-/// than two chunks: peak memory is the parsed model plus 16 MiB, not twice the file.
+/// The model file mapped read-only (MappedFile: a file shortened meanwhile reads as zeros and
+/// says so) and handed to protobuf in 8 MiB chunks; each chunk's pages leave this process's
+/// memory when protobuf asks for the next one. The parse copies every tensor out of the mapping
+/// once (no read() copy in between), and the mapping never holds more than two chunks: peak
+/// memory is the parsed model plus 16 MiB, not twice the file.
 class MappedChunks : public google::protobuf::io::ZeroCopyInputStream {
  public:
   static constexpr size_t kChunk = size_t{8} << 20;
 
-  MappedChunks(int fd, size_t size) : size_(size) {
-    data_ = static_cast<const char*>(mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0));
-    if (data_ == MAP_FAILED) data_ = nullptr;
-    else madvise(const_cast<char*>(data_), size, MADV_SEQUENTIAL);
-  }
-  ~MappedChunks() override {
-    if (data_) munmap(const_cast<char*>(data_), size_);
-  }
-  MappedChunks(const MappedChunks&) = delete;
-  MappedChunks& operator=(const MappedChunks&) = delete;
+  MappedChunks(int fd, size_t size) : map_(fd, size, true), data_(map_.data()), size_(size) {}
 
   bool mapped() const { return data_ != nullptr; }
+  bool faulted() const { return map_.faulted(); }
 
   bool Next(const void** data, int* size) override {
     release();
@@ -92,15 +86,17 @@ class MappedChunks : public google::protobuf::io::ZeroCopyInputStream {
     }
   }
 
-  const char* data_ = nullptr;
+  MappedFile map_;
+  const char* data_;
   size_t size_ = 0, pos_ = 0, released_ = 0;
 };
 
-/// Open the model file for reading: a regular, non-empty file protobuf can hold. Throws
-/// Error(BadInput) naming the file.
-void openInput(const std::string& path, OpenFile& f, size_t* size) {
+/// Open the model file for reading, in the folder open as `dirfd` (AT_FDCWD: the path as it is):
+/// a regular, non-empty file protobuf can hold. Throws Error(BadInput) naming the file.
+void openInput(const std::string& path, OpenFile& f, size_t* size, int dirfd = AT_FDCWD, struct stat* id = nullptr) {
   // O_NONBLOCK: a FIFO would block open() until some writer came; it is refused below instead
-  f.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  const std::string name = dirfd == AT_FDCWD ? path : splitPath(path).base;
+  f.fd = openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f.fd < 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot open: {}", path, sysError()));
   struct stat st {};
   if (fstat(f.fd, &st) != 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot stat: {}", path, sysError()));
@@ -112,6 +108,7 @@ void openInput(const std::string& path, OpenFile& f, size_t* size) {
     throw Error(ExitCode::BadInput,
                 fmt::format("{}: {} bytes is over protobuf's 2 GB message limit", path, st.st_size));
   *size = static_cast<size_t>(st.st_size);
+  if (id) *id = st;
 }
 
 void requireModel(const onnx::ModelProto& model, const std::string& path) {
@@ -133,6 +130,7 @@ onnx::ModelProto parseWhole(int fd, size_t size, const std::string& path) {
     in.SetRecursionLimit(kRecursionLimit);
     parsed = model.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
   }
+  if (file.faulted()) throw changedWhileRead(path);
   if (!parsed)
     throw Error(ExitCode::BadInput, fmt::format("{}: not an ONNX model (protobuf parse failed: malformed, truncated, or nested deeper "
                                             "than {} levels)", path, kRecursionLimit));
@@ -175,21 +173,31 @@ onnx::ModelProto readModelFile(const std::string& path) {
 }
 
 InputModel openModel(const std::string& path) {
+  // the model's folder, opened once: the model file and every data file it names are read
+  // from this one folder, whatever its path names meanwhile (a folder swapped by a rename)
+  const int dirfd = open(splitPath(path).dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0)
+    throw Error(ExitCode::BadInput, fmt::format("{}: cannot open: its folder cannot be opened: {}", path, sysError()));
+  InputModel in;
+  in.files = std::make_shared<ExternalFiles>(path);
+  in.files->adoptFolder(dirfd);
   OpenFile f;
   size_t size = 0;
-  openInput(path, f, &size);
-  InputModel in;
-  auto* data = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ, MAP_PRIVATE, f.fd, 0));
+  struct stat st {};
+  openInput(path, f, &size, dirfd, &st);
+  in.files->setModelIdentity(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
   bool walked = false;
-  if (data != MAP_FAILED) {
-    ReleaseBehind behind(data);  // or the file would show in this process's memory
-    walked = parseLeavingTensors(data, size, &in.proto, &in.spans, kSpliceThreshold,
-                                 [&](size_t upto) { behind.done(upto); });
-    munmap(data, size);
+  {
+    const MappedFile map(f.fd, size);
+    if (const auto* data = reinterpret_cast<const uint8_t*>(map.data())) {
+      ReleaseBehind behind(data);  // or the file would show in this process's memory
+      walked = parseLeavingTensors(data, size, &in.proto, &in.spans, kSpliceThreshold,
+                                   [&](size_t upto) { behind.done(upto); });
+    }
+    if (map.faulted()) throw changedWhileRead(path);
   }
   if (walked) requireModel(in.proto, path);
   else in.proto = parseWhole(f.fd, size, path);  // what protobuf rejects, and how, as ever
-  in.files = std::make_shared<ExternalFiles>(path);
   if (!in.spans.empty()) {
     in.files->adoptModelFile(f.fd);
     f.fd = -1;

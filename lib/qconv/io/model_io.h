@@ -120,6 +120,8 @@ struct WriteOptions {
   std::atomic<uint64_t>* written = nullptr;
   /// What the write will write in all, added to as each file is sized, or null.
   std::atomic<uint64_t>* to_write = nullptr;
+  /// The caller's cancel flag (ConvertOptions::cancel), read as each piece is written, or null.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class TempFile;

@@ -58,6 +58,11 @@ TempFile::~TempFile() {
   if (!committed_ && !name_.empty()) unlinkat(folder_->fd(), name_.c_str(), 0);
 }
 
+void TempFile::counted(uint64_t bytes) const {
+  if (counter_) counter_->fetch_add(bytes, std::memory_order_relaxed);
+  throwIfCancelled(cancel_, target_);
+}
+
 void TempFile::retarget(std::string target) {
   target_ = std::move(target);
   const size_t slash = target_.rfind('/');

@@ -49,11 +49,14 @@ class TempFile {
   TempFile& operator=(const TempFile&) = delete;
 
   int fd() const { return fd_; }
-  /// Where the bytes written to this file are counted (a progress line), or null.
-  void countInto(std::atomic<uint64_t>* counter) { counter_ = counter; }
-  void counted(uint64_t bytes) const {
-    if (counter_) counter_->fetch_add(bytes, std::memory_order_relaxed);
+  /// Where the bytes written to this file are counted (a progress line), or null; `cancel`: the
+  /// caller's flag (throwIfCancelled, diag.h), read as each piece is written.
+  void countInto(std::atomic<uint64_t>* counter, const std::atomic<bool>* cancel = nullptr) {
+    counter_ = counter;
+    cancel_ = cancel;
   }
+  /// `bytes` more were written; throws Error(Cancelled) when the caller cancelled.
+  void counted(uint64_t bytes) const;
   const std::string& target() const { return target_; }
   /// The path commit() renames to, when it is known only after the bytes are written (in the
   /// same folder: its last component is the name).
@@ -84,6 +87,7 @@ class TempFile {
   std::string target_name_;  // its last component: the name it gets in folder_
   int fd_ = -1;
   std::atomic<uint64_t>* counter_ = nullptr;
+  const std::atomic<bool>* cancel_ = nullptr;
   bool anonymous_ = false;
   bool committed_ = false;
 };

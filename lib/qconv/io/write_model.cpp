@@ -22,13 +22,16 @@ namespace qconv::io {
 
 namespace {
 
+/// The most one system call writes or copies: a cancel (TempFile::counted) is seen between them.
+constexpr uint64_t kPiece = uint64_t{64} << 20;
+
 /// Write `size` bytes at `data` to `offset` of `out`; the bytes written. `mapped`: `data` is a
 /// file's mapping (ExternalFiles::view), and a file shortened since stops the write short (the
 /// kernel faults as EFAULT where a read in this process would be killed by SIGBUS).
 uint64_t writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t offset, bool mapped = false) {
   uint64_t done = 0;
   while (done < size) {
-    const ssize_t w = pwrite(out.fd(), data + done, size - done, static_cast<off_t>(offset + done));
+    const ssize_t w = pwrite(out.fd(), data + done, std::min(size - done, kPiece), static_cast<off_t>(offset + done));
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EFAULT && mapped) break;
     if (w <= 0) out.fail(fmt::format("cannot write: {}", w < 0 ? sysError() : "no progress"));
@@ -48,7 +51,7 @@ void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64
   loff_t src = static_cast<loff_t>(from + written), dst = static_cast<loff_t>(offset + written);
   uint64_t left = size - written;
   while (left > 0) {
-    const ssize_t n = copy_file_range(in, &src, out.fd(), &dst, std::min<uint64_t>(left, 1u << 30), 0);
+    const ssize_t n = copy_file_range(in, &src, out.fd(), &dst, std::min<uint64_t>(left, kPiece), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // not supported here (or the input is short): the loop below says which
     left -= static_cast<uint64_t>(n);
@@ -135,7 +138,8 @@ std::vector<Placement> layout(onnx::ModelProto& model, const FileBacked* file_ba
 std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked* file_backed,
                                       const std::shared_ptr<const Folder>& folder, const std::string& dir,
                                       const std::string& base, const std::string& path, KeptFile* kept,
-                                      std::atomic<uint64_t>* written, std::atomic<uint64_t>* to_write) {
+                                      std::atomic<uint64_t>* written, std::atomic<uint64_t>* to_write,
+                                      const std::atomic<bool>* cancel) {
   KeptFile* taken = takesKept(model, file_backed, kept) ? kept : nullptr;
   const std::vector<Placement> plan = layout(model, file_backed, taken);
   if (plan.empty()) return nullptr;
@@ -144,7 +148,7 @@ std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked*
   uint64_t size = 0;
   for (const Placement& p : plan) size = std::max(size, p.offset + p.size);
   data->reserve(size);
-  data->countInto(written);
+  data->countInto(written, cancel);
   if (to_write) *to_write += size - (taken ? taken->end : 0);
   for (const Placement& p : plan) {
     if (p.fd == kInPlace) continue;
@@ -260,7 +264,8 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
 
   std::unique_ptr<TempFile> data;
   if (options.external_data) {
-    data = externalize(model, options.file_backed, folder, dir, base, path, options.kept, options.written, options.to_write);
+    data = externalize(model, options.file_backed, folder, dir, base, path, options.kept, options.written, options.to_write,
+                       options.cancel);
     if (data) refuseProtected(*folder, splitPath(data->target()).base, data->target(), options);
   }
   // after externalize, what it moved names the new data file: nothing is file-backed any more
@@ -275,7 +280,7 @@ PendingWrite writeTemporary(onnx::ModelProto& model, const std::string& path, co
 
   auto out = std::make_unique<TempFile>(folder, base, path);
   out->reserve(plan.size());
-  out->countInto(options.written);
+  out->countInto(options.written, options.cancel);
   if (options.to_write) *options.to_write += plan.size();
   FileSink sink(*out);
   plan.write(sink);

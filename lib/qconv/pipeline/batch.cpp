@@ -7,11 +7,14 @@
 // says why on stderr and in the report, and the batch goes on; the batch's exit code is the
 // greatest of its items'.
 //
-// Signals: a lone run blocks SIGTERM, SIGINT, SIGHUP and SIGQUIT in its commit; a batch has
-// several threads, and a signal goes to any thread that does not block it. So every thread of a
-// batch blocks them, and the batch's own thread reads them from a signalfd: on one, it takes the
-// commit gate exclusively (waits for the commits under way, lets no other start), then dies of
-// that signal as a lone run would, with every output a whole old or new pair.
+// Signals, in the qconv command (ConvertOptions::own_signals): a lone run blocks SIGTERM,
+// SIGINT, SIGHUP and SIGQUIT in its commit; a batch has several threads, and a signal goes to
+// any thread that does not block it. So every thread of a batch blocks them, and the batch's own
+// thread reads them from a signalfd: on one, it takes the commit gate exclusively (waits for the
+// commits under way, lets no other start), then dies of that signal as a lone run would, with
+// every output a whole old or new pair. In the library (the Python API) the host owns its
+// signals: the batch touches none of them, and the caller cancels through ConvertOptions::cancel
+// instead (the items not committed yet commit nothing).
 #include <fmt/format.h>
 #include <poll.h>
 #include <spdlog/logger.h>
@@ -24,6 +27,7 @@
 #include <atomic>
 #include <csignal>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "qconv/diag.h"
@@ -138,7 +142,8 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
   std::atomic<size_t> next{0};
   const size_t workers = std::min(n, static_cast<size_t>(std::max(options.jobs, 1)));
   std::atomic<size_t> running{workers};
-  BatchSignals signals;
+  std::optional<BatchSignals> signals;
+  if (options.own_signals) signals.emplace();
   std::atomic<size_t> done{0};
   const Progress shown(err, options.progress, std::chrono::milliseconds(options.progress_delay_ms), [&](double seconds) {
     return fmt::format("qconv: batch: {} of {} models done ({:.1f} s)", done.load(), n, seconds);
@@ -149,12 +154,12 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
       for (size_t i; (i = next.fetch_add(1)) < n;) {
         convertItem(options, Item{options.inputs[i], outputs[i], schemas, &gate, true, &plan.protected_files,
                                   &plan.sweep_names[i], plan.folders[i]},
-                    report.items[i], err, out);
+                    report.items[i], err, out);  // cancelled: it says so and commits nothing
         ++done;
       }
-      if (running.fetch_sub(1) == 1) signals.workersDone();
+      if (running.fetch_sub(1) == 1 && signals) signals->workersDone();
     });
-  signals.wait(gate);
+  if (signals) signals->wait(gate);
   for (auto& t : threads) t.join();
   int code = 0;
   size_t failed = 0;

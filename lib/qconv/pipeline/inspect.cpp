@@ -217,11 +217,15 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
     options.input_bytes = command.model_bytes;
     InspectCommand resolved = command;
     resolved.format = options.format;
-    ir::Model model = io::importModel(openInput(command.model, command.model_bytes), command.model);
+    if (!command.model_bytes) requireWholePath("the model path", command.model);
+    io::InputModel input = openInput(command.model, command.model_bytes);
+    const std::shared_ptr<io::ExternalFiles> files = input.files;
+    ir::Model model = io::importModel(std::move(input), command.model);
     const Description d = describe(model);
     ItemReport run;
     run.input = command.model;
     dryRun(model, options, run);
+    if (files) files->checkUnchanged();  // described from the bytes the files still have
     // what convert calls unreadable or invalid is inspect's failure too (exit 3), not a description
     if (run.exit_code == static_cast<int>(ExitCode::BadInput) || run.exit_code == static_cast<int>(ExitCode::Internal) ||
         run.exit_code == static_cast<int>(ExitCode::OutOfMemory))

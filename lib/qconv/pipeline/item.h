@@ -121,6 +121,13 @@ io::InputModel openInput(const std::string& path, const std::string_view* bytes)
 void checkEmitted(onnx::ModelProto& emitted, const io::FileBacked* file_backed, const std::string& input,
                   const io::OpSchemas& schemas, const std::string_view* input_bytes = nullptr);
 
+/// Error(Usage) when `path` (`what` it is: "the output path") holds a NUL byte: every system call
+/// takes a path as a C string, which would end there and name another file (the caller's
+/// `in.onnx` for "in.onnx\0.x"). Called on every path before anything is read or written.
+void requireWholePath(const char* what, const std::string& path);
+/// The message requireWholePath throws, or empty when `path` is whole.
+std::string wholePathError(const char* what, const std::string& path);
+
 /// Flags that contradict each other: Error(Usage).
 void checkFlags(const ConvertOptions& options);
 

@@ -44,12 +44,13 @@ double PassManager::now() const {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
-void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump) {
+void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, const std::atomic<bool>* cancel) {
   if (dump) {
     fmt::print(*dump, "; IR after parse\n");
     ir::dump(model.graph, *dump);
   }
   for (const PassInfo* p : passes_) {
+    throwIfCancelled(cancel, ctx.path());
     ctx.setPass(p->name);
     timeStage(std::string(p->name), [&] { p->run(model, ctx); });
     if (dump) {

@@ -24,8 +24,9 @@ class PassManager {
 
   const std::vector<const PassInfo*>& passes() const { return passes_; }
 
-  /// Run the passes over `model`; with `dump`, print the IR after each.
-  void run(ir::Model& model, PassContext& ctx, std::ostream* dump);
+  /// Run the passes over `model`; with `dump`, print the IR after each. Before each pass,
+  /// throwIfCancelled(cancel) (diag.h).
+  void run(ir::Model& model, PassContext& ctx, std::ostream* dump, const std::atomic<bool>* cancel = nullptr);
 
   /// Time an I/O stage (parse, emit) alongside the passes.
   template <typename F>

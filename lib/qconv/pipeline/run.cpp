@@ -97,6 +97,29 @@ void checkEmitted(onnx::ModelProto& emitted, const io::FileBacked* file_backed, 
   throw Error(ExitCode::Internal, fmt::format("internal error: the converted model fails the ONNX checker: {}", why));
 }
 
+std::string wholePathError(const char* what, const std::string& path) {
+  if (path.find('\0') == std::string::npos) return {};
+  return fmt::format("{} '{}' holds a NUL byte, which no file name can: nothing was read or written", what,
+                     printable(path));
+}
+
+void requireWholePath(const char* what, const std::string& path) {
+  if (std::string why = wholePathError(what, path); !why.empty()) throw Error(ExitCode::Usage, why);
+}
+
+namespace {
+
+/// Every path a conversion names, whole (requireWholePath).
+void requireWholePaths(const ConvertOptions& o) {
+  if (!o.input_bytes) requireWholePath("the model path", o.input);
+  if (!o.output_bytes) requireWholePath("the output path", o.output);
+  for (const std::string& in : o.inputs) requireWholePath("the model path", in);
+  requireWholePath("the output folder", o.out_dir);
+  requireWholePath("the report path", o.report);
+}
+
+}  // namespace
+
 void checkFlags(const ConvertOptions& options) {
   if (options.activation_type == onnx::TensorProto::INT8 && options.weight_type == onnx::TensorProto::UINT8)
     throw Error(ExitCode::Usage, "--activation-type int8 with --weight-type uint8: no onnxruntime kernel takes int8 "
@@ -247,8 +270,8 @@ io::WriteOptions writeOptionsFor(const ConvertOptions& options, const Item& item
     write.external_data = external_data;
     write.kept = files->kept();
   }
-  if (struct stat st {}; !options.input_bytes && stat(item.input.c_str(), &st) == 0)  // never removed as a stale data file
-    own.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  if (files && files->modelIdentity().second)  // the model file read: never removed as a stale data file
+    own.push_back(files->modelIdentity());
   std::sort(own.begin(), own.end());
   if (item.protected_files) write.protected_files = *item.protected_files;  // the plan's (sorted): what the run reads
   const auto middle = static_cast<std::ptrdiff_t>(write.protected_files.size());
@@ -260,6 +283,7 @@ io::WriteOptions writeOptionsFor(const ConvertOptions& options, const Item& item
 void convert(const ConvertOptions& options, const Item& item, ItemReport& report, spdlog::logger& log,
              std::ostream& out, ConvertProgress& progress) {
   const bool in_memory = options.output_bytes != nullptr;
+  throwIfCancelled(options.cancel, item.input);  // a batch's item not started yet
   if (!in_memory) checkOutputPath(item.output);
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
   struct KeepTimings {  // what was timed, also when a stage throws
@@ -276,6 +300,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
 
   io::InputModel input = pm.timeStage("read", [&] { return openInput(item.input, options.input_bytes); });
   const std::shared_ptr<io::ExternalFiles> files = input.files;  // what the file-backed tensors read from
+  throwIfCancelled(options.cancel, item.input);
   ir::Model model = pm.timeStage("import", [&] { return io::importModel(std::move(input), item.input); });
   bool nothing_quantized = false;
   {
@@ -293,7 +318,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (options.inline_data || in_memory) refuseInlineOver2GB(model, item.input, in_memory);
   if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
-  pm.run(model, ctx, options.dump ? &out : nullptr);
+  pm.run(model, ctx, options.dump ? &out : nullptr, options.cancel);
   if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
     throw Error(ExitCode::Unchanged,
                 fmt::format("{}: --require-change: {}; nothing was written", item.input,
@@ -322,16 +347,30 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   });
   if (in_memory) {  // the API's: the checker judges the model, then it is serialized
     pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
-    *options.output_bytes = pm.timeStage("write", [&] { return io::serializeModel(result, &fileBacked, item.input); });
+    std::string bytes = pm.timeStage("write", [&] { return io::serializeModel(result, &fileBacked, item.input); });
+    if (files) files->checkUnchanged();  // nothing read from a file that shrank meanwhile
+    throwIfCancelled(options.cancel, item.input);
+    *options.output_bytes = std::move(bytes);
   } else {
     io::WriteOptions write = writeOptionsFor(options, item, files.get(), external_data, progress);
     write.file_backed = &fileBacked;
+    write.cancel = options.cancel;
     // The ONNX checker judges the output before it is renamed into place.
     progress.stage = ConvertProgress::kWriting;
-    io::PendingWrite pending = pm.timeStage("write", [&] { return io::writeTemporary(result, item.output, write); });
+    io::PendingWrite pending = pm.timeStage("write", [&] {
+      try {
+        return io::writeTemporary(result, item.output, write);
+      } catch (const Error& e) {  // an input shortened under the copy: the input's fault, exit 3
+        if (files && e.code() != ExitCode::Cancelled) files->checkUnchanged();
+        throw;
+      }
+    });
     progress.stage = ConvertProgress::kChecking;
     pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
     report.data_file = pending.dataFile();
+    // the last look before the commit: every byte read is the input's, and the caller still wants it
+    if (files) files->checkUnchanged();
+    throwIfCancelled(options.cancel, item.input);
     progress.stage = ConvertProgress::kCommitting;
     pm.timeStage("commit", [&] { pending.commit(); });
   }
@@ -403,6 +442,7 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
   ConvertOptions options;
   try {
+    requireWholePaths(given);
     options = withTarget(given);
   } catch (const Error& e) {  // a usage error: nothing read or written
     stderrLogger(lines, given.verbosity)->error("{}", e.what());

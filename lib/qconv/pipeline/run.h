@@ -1,6 +1,7 @@
 // The library's entry point for one conversion: what the qconv CLI calls.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -59,6 +60,16 @@ struct ConvertOptions {
   /// freeing it piece by piece (compilers do the same: clang's -disable-free). Files,
   /// descriptors, mappings and temporaries are released as ever; a batch frees each model.
   bool exiting_after = false;
+  /// The library's caller cancels by setting this (the Python binding, on Ctrl-C): it is read
+  /// between passes, between the pieces the write writes, and before the commit; a cancelled
+  /// conversion (each unfinished item of a batch) commits nothing, leaves no temporary and
+  /// returns ExitCode::Cancelled. One committed before stays whole. Null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
+  /// The process is the qconv command, and a batch may take its signals: it blocks SIGTERM,
+  /// SIGINT, SIGHUP and SIGQUIT in its threads, reads them, and dies of one once no commit is
+  /// under way (batch.cpp). Otherwise (the library) qconv changes no signal disposition, and
+  /// no signal mask but its own threads' and, for a commit's few calls, the caller's.
+  bool own_signals = false;
 };
 
 /// `options` with --target applied: the target's format where --format was not given, its

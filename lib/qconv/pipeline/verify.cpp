@@ -57,6 +57,11 @@ std::string usageErrorJson(const std::string& command, const std::string& model,
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
   const auto log = stderrLogger(lines, command.verbosity);
+  if (const std::string why = command.model_bytes ? "" : wholePathError("the model path", command.model); !why.empty()) {
+    log->error("{}", why);
+    if (command.json) out << usageErrorJson("verify", "", why);
+    return static_cast<int>(ExitCode::Usage);
+  }
   for (const std::string& kind : command.ignore)
     if (!analysis::findKind(kind)) {
       std::string kinds;
@@ -71,7 +76,9 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   int code = 0;
   std::string error, error_node;
   try {
-    ir::Model model = io::importModel(openInput(command.model, command.model_bytes), command.model);
+    io::InputModel input = openInput(command.model, command.model_bytes);
+    const std::shared_ptr<io::ExternalFiles> files = input.files;
+    ir::Model model = io::importModel(std::move(input), command.model);
     const TargetProfile* target = nullptr;
     if (!command.target.empty() && !(target = findTarget(command.target)))
       throw Error(ExitCode::Usage, fmt::format("--target {}: no such target ('qconv targets' lists them)", command.target));
@@ -106,6 +113,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     onnx::ModelProto emitted = io::exportModel(model, &fileBacked);
     const io::OpSchemas schemas;
     checkEmitted(emitted, &fileBacked, command.model, schemas, command.model_bytes);
+    if (files) files->checkUnchanged();  // the findings are of the bytes the files still have
   } catch (...) {
     const Failure failed = failureOf(command.model);
     log->error("{}", failed.what);

@@ -111,6 +111,14 @@ void listSweepNames(const io::Folder& folder, const std::map<std::string, size_t
   closedir(d);
 }
 
+/// Whether `name` is OUT.<anything>.data beside output `base`: the names its data files take
+/// (io::dataFileName), which no other file of the run should have, a report included.
+bool inDataFileNamespace(const std::string& base, const std::string& name) {
+  const std::string prefix = base + ".", suffix = ".data";
+  return name.size() > prefix.size() + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 [[noreturn]] void refuse(const std::string& path, const std::string& what, const std::string& role) {
   throw Error(ExitCode::Usage,
               what.rfind("input ", 0) == 0 && role == "the output would replace it"
@@ -170,7 +178,8 @@ WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<s
     for (size_t i = 0; !what && r.entry && i < outputs.size(); ++i) {
       const auto& e = outPlaces[i].entry;
       if (e && std::get<0>(*e) == std::get<0>(*r.entry) && std::get<1>(*e) == std::get<1>(*r.entry) &&
-          (io::isSweptName(std::get<2>(*e), std::get<2>(*r.entry))))
+          (io::isSweptName(std::get<2>(*e), std::get<2>(*r.entry)) ||
+           inDataFileNamespace(std::get<2>(*e), std::get<2>(*r.entry))))
         what = &(named = fmt::format("named as a file of output {}", outputs[i]));
     }
     if (what)
