@@ -1,16 +1,30 @@
 // qconv._qconv: the Python binding (nanobind). As thin as tools/qconv_main.cpp: each function
 // binds its arguments to the library's options struct, releases the GIL, and calls the same
 // entry point the CLI calls (qconv::run, qconv::verify, qconv::inspect). What the CLI prints
-// comes back as text (stdout, stderr) with the exit code; qconv/__init__.py turns it into
-// results, logging records and exceptions.
+// comes back as bytes (stdout, stderr) with the exit code; qconv/__init__.py turns it into
+// results, logging records and exceptions. Paths come in as bytes (os.fsencode): a file name
+// need not be UTF-8.
+//
+// Ctrl-C: called from the main thread (`interruptible`), the engine runs on a thread of its own
+// while the caller waits with the GIL released and, every 50 ms, lets Python run its signal
+// handlers (PyErr_CheckSignals). When one raises (KeyboardInterrupt), the binding sets the
+// conversion's cancel flag (ConvertOptions::cancel): the engine stops at its next check,
+// commits nothing, and the call raises what the handler raised. The host's signal handlers and
+// masks are never touched.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -27,39 +41,73 @@ namespace {
 
 /// A bytes object's contents, read in place: it lives as long as the call that was given it.
 std::string_view viewOf(const nb::bytes& b) { return std::string_view(b.c_str(), b.size()); }
+std::string stringOf(const nb::bytes& b) { return std::string(b.c_str(), b.size()); }
+nb::bytes bytesOf(const std::string& s) { return nb::bytes(s.data(), s.size()); }
 
-/// `call(out, err)` with the GIL released (conversions from several threads run at once, other
-/// Python threads meanwhile): (its exit code, what it wrote on stdout, on stderr).
+/// `call(out, err, cancel)` with the GIL released (conversions from several threads run at once,
+/// other Python threads meanwhile): (its exit code, what it wrote on stdout, on stderr).
+/// `interruptible` (the caller is Python's main thread): Ctrl-C cancels, as the header says.
 template <class Call>
-std::tuple<int, std::string, std::string> released(Call call) {
+std::tuple<int, nb::bytes, nb::bytes> released(Call call, bool interruptible) {
   std::ostringstream out, err;
   int code = 0;
-  {
+  std::atomic<bool> cancel{false};
+  bool interrupted = false;
+  if (!interruptible) {
     nb::gil_scoped_release unlocked;
-    code = call(out, err);
+    code = call(out, err, &cancel);
+  } else {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::exception_ptr failure;
+    std::thread engine([&] {
+      try {
+        code = call(out, err, &cancel);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(m);
+      done = true;
+      cv.notify_one();
+    });
+    for (;;) {
+      {
+        nb::gil_scoped_release unlocked;
+        std::unique_lock<std::mutex> lock(m);
+        if (cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; })) break;
+      }
+      if (!interrupted && PyErr_CheckSignals() != 0) {  // a handler raised: cancel, then raise it
+        interrupted = true;
+        cancel = true;
+      }
+    }
+    engine.join();
+    if (failure) std::rethrow_exception(failure);
   }
-  return {code, out.str(), err.str()};
+  if (interrupted) throw nb::python_error();
+  return {code, bytesOf(out.str()), bytesOf(err.str())};
 }
 
 /// (exit code, stdout, stderr, the report's JSON, the converted model's bytes or None)
-using ConvertReturn = std::tuple<int, std::string, std::string, std::string, std::optional<nb::bytes>>;
+using ConvertReturn = std::tuple<int, nb::bytes, nb::bytes, nb::bytes, std::optional<nb::bytes>>;
 
 /// One `qconv convert`: `input` (a path, or the name of `input_bytes`) into `output` (a path,
 /// or, with `to_memory`, the bytes returned); a batch when `out_dir` is given.
-ConvertReturn convert(const std::string& input, std::optional<nb::bytes> input_bytes, const std::string& output,
-                      bool to_memory, const std::vector<std::string>& inputs, const std::string& out_dir, int jobs,
-                      const std::string& report, const std::string& format, const std::string& target,
+ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_bytes, const nb::bytes& output,
+                      bool to_memory, const std::vector<nb::bytes>& inputs, const nb::bytes& out_dir, int jobs,
+                      const nb::bytes& report, const std::string& format, const std::string& target,
                       const std::vector<std::string>& passes, bool dump, bool time_passes, bool raise_weight_scale,
                       bool approximate, bool annotate, bool inline_data, bool fsync, int32_t weight_type,
                       int32_t activation_type, bool check_saturation, bool contrib, int64_t opset, bool require_change,
-                      int verbosity) {
+                      int verbosity, bool interruptible) {
   qconv::ConvertOptions o;
-  o.input = input;
-  o.output = output;
-  o.inputs = inputs;
-  o.out_dir = out_dir;
+  o.input = stringOf(input);
+  o.output = stringOf(output);
+  for (const nb::bytes& in : inputs) o.inputs.push_back(stringOf(in));
+  o.out_dir = stringOf(out_dir);
   o.jobs = jobs;
-  o.report = report;
+  o.report = stringOf(report);
   o.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
   o.format_given = !format.empty();
   o.target = target;
@@ -86,18 +134,23 @@ ConvertReturn convert(const std::string& input, std::optional<nb::bytes> input_b
   std::string converted, report_json;
   if (to_memory) o.output_bytes = &converted;
   o.report_json = &report_json;
-  auto [code, out, err] = released([&](std::ostream& os, std::ostream& es) { return qconv::run(o, os, es); });
+  auto [code, out, err] = released(
+      [&](std::ostream& os, std::ostream& es, const std::atomic<bool>* cancel) {
+        o.cancel = cancel;
+        return qconv::run(o, os, es);
+      },
+      interruptible);
   std::optional<nb::bytes> result;
   if (to_memory && code == 0) result = nb::bytes(converted.data(), converted.size());
-  return {code, std::move(out), std::move(err), report_json, std::move(result)};
+  return {code, std::move(out), std::move(err), bytesOf(report_json), std::move(result)};
 }
 
 /// `qconv verify MODEL --json`: (exit code, the JSON object, stderr).
-std::tuple<int, std::string, std::string> verify(const std::string& model, std::optional<nb::bytes> model_bytes,
-                                                  const std::string& target, int fail_on, bool symmetric,
-                                                  const std::vector<std::string>& ignore) {
+std::tuple<int, nb::bytes, nb::bytes> verify(const nb::bytes& model, std::optional<nb::bytes> model_bytes,
+                                             const std::string& target, int fail_on, bool symmetric,
+                                             const std::vector<std::string>& ignore, bool interruptible) {
   qconv::VerifyCommand c;
-  c.model = model;
+  c.model = stringOf(model);
   c.json = true;
   c.symmetric = symmetric;
   c.target = target;
@@ -108,14 +161,15 @@ std::tuple<int, std::string, std::string> verify(const std::string& model, std::
     view = viewOf(*model_bytes);
     c.model_bytes = &view;
   }
-  return released([&](std::ostream& out, std::ostream& err) { return qconv::verify(c, out, err); });
+  return released([&](std::ostream& out, std::ostream& err, const std::atomic<bool>*) { return qconv::verify(c, out, err); },
+                  interruptible);
 }
 
 /// `qconv inspect MODEL --json`: (exit code, the JSON object, stderr).
-std::tuple<int, std::string, std::string> inspect(const std::string& model, std::optional<nb::bytes> model_bytes,
-                                                  const std::string& target, const std::string& format) {
+std::tuple<int, nb::bytes, nb::bytes> inspect(const nb::bytes& model, std::optional<nb::bytes> model_bytes,
+                                              const std::string& target, const std::string& format, bool interruptible) {
   qconv::InspectCommand c;
-  c.model = model;
+  c.model = stringOf(model);
   c.json = true;
   c.target = target;
   c.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
@@ -125,7 +179,8 @@ std::tuple<int, std::string, std::string> inspect(const std::string& model, std:
     view = viewOf(*model_bytes);
     c.model_bytes = &view;
   }
-  return released([&](std::ostream& out, std::ostream& err) { return qconv::inspect(c, out, err); });
+  return released([&](std::ostream& out, std::ostream& err, const std::atomic<bool>*) { return qconv::inspect(c, out, err); },
+                  interruptible);
 }
 
 /// The targets, as `qconv targets` lists them: (name, format, summary, runtime).
@@ -145,10 +200,11 @@ NB_MODULE(_qconv, m) {
         nb::arg("target"), nb::arg("passes"), nb::arg("dump"), nb::arg("time_passes"),
         nb::arg("raise_weight_scale"), nb::arg("approximate"), nb::arg("annotate"), nb::arg("inline_data"),
         nb::arg("fsync"), nb::arg("weight_type"), nb::arg("activation_type"), nb::arg("check_saturation"),
-        nb::arg("contrib"), nb::arg("opset"), nb::arg("require_change"), nb::arg("verbosity"));
+        nb::arg("contrib"), nb::arg("opset"), nb::arg("require_change"), nb::arg("verbosity"), nb::arg("interruptible"));
   m.def("verify", &verify, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("fail_on"),
-        nb::arg("symmetric"), nb::arg("ignore"));
-  m.def("inspect", &inspect, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("format"));
+        nb::arg("symmetric"), nb::arg("ignore"), nb::arg("interruptible"));
+  m.def("inspect", &inspect, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("format"),
+        nb::arg("interruptible"));
   m.def("targets", &targets);
   m.attr("version") = QCONV_VERSION;
   m.attr("commit") = QCONV_COMMIT;

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union, cast
 
@@ -45,7 +46,10 @@ _log = logging.getLogger("qconv")
 _log.addHandler(logging.NullHandler())  # a library prints nothing unless the application configures logging
 
 #: A model: a path (``str`` or ``os.PathLike``), its serialized bytes, or an ``onnx.ModelProto``.
-ModelLike = Union[str, "os.PathLike[str]", bytes, "onnx.ModelProto"]
+ModelLike = Union[str, "os.PathLike[str]", "os.PathLike[bytes]", bytes, "onnx.ModelProto"]
+#: A path, as Python's ``os`` functions take one: ``str`` (a name that is not UTF-8 as ``os.listdir``
+#: gives it, with surrogate escapes), ``bytes``, or an ``os.PathLike`` returning either.
+PathLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 _MEMORY = "<memory>"  # what messages call a model given as bytes or a ModelProto
 _TWO_GB = 2**31 - 1
@@ -200,10 +204,11 @@ _LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.I
            "debug": logging.DEBUG - 5}
 
 
-def _messages(stderr: str) -> List[Message]:
-    """The command's stderr lines as messages, each also sent to the logger "qconv"."""
+def _messages(stderr: bytes) -> List[Message]:
+    """The command's stderr lines as messages, each also sent to the logger "qconv". A file name
+    that is not UTF-8 shows its bytes as ``\\xNN``."""
     out: List[Message] = []
-    for line in stderr.splitlines():
+    for line in stderr.decode("utf-8", "backslashreplace").splitlines():
         if not line.startswith("qconv: "):
             continue
         level, _, text = line[len("qconv: "):].partition(": ")
@@ -229,31 +234,95 @@ def _usage(message: str) -> UsageError:
     return UsageError(message, None, 2)
 
 
-def _source(model: ModelLike, what: str) -> Tuple[str, Optional[bytes]]:
+def _path(value: Any, what: str) -> bytes:
+    """A path for the engine, as ``os.fsencode`` gives it: any name the file system allows. A NUL
+    byte, which would cut the name short, is a :class:`UsageError` before any work."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise _usage(f"{what}={value!r}: give a path (str, bytes or os.PathLike), not {type(value).__name__}")
+    try:
+        path = os.fsencode(value)
+    except (TypeError, UnicodeError) as e:
+        raise _usage(f"{what}={value!r}: not a path: {e}") from None
+    if b"\0" in path:
+        raise _usage(f"{what}={os.fsdecode(path)!r}: a path holds no NUL byte (it would name another file); nothing "
+                     "was read or written")
+    if path == b"-":
+        raise _usage(f"{what}='-': qconv reads and writes named files, not standard input or output (a model's "
+                     "external data lives in files beside it, and an output is renamed into place); give a file name")
+    if not path:
+        raise _usage(f"{what}='': give a path")
+    return path
+
+
+def _source(model: Any, what: str) -> Tuple[bytes, Optional[bytes]]:
     """(the path, or the name of the bytes; the bytes or None)."""
     if isinstance(model, (str, os.PathLike)):
-        path = os.fspath(model)
-        if not isinstance(path, str):
-            raise _usage(f"{what}: a path must be text, not {type(path).__name__}")
-        return path, None
+        return _path(model, what), None
     if isinstance(model, (bytes, bytearray, memoryview)):
-        return _MEMORY, bytes(model)
+        return _MEMORY.encode(), bytes(model)
     if hasattr(model, "SerializeToString"):  # an onnx.ModelProto
         try:
             size = model.ByteSize()
-            data = model.SerializeToString() if size <= _TWO_GB else None
-        except Exception:  # protobuf cannot even measure one past 2 GB (EncodeError)
-            data = None
+        except Exception as e:  # not a 2 GB limit: the object itself is broken
+            raise InvalidModelError(f"{_MEMORY}: the ModelProto cannot be measured: ByteSize() raised "
+                                    f"{type(e).__name__}: {e}", None, 3) from e
+        data = None
+        if isinstance(size, int) and size <= _TWO_GB:
+            try:
+                data = model.SerializeToString()
+            except Exception as e:
+                raise InvalidModelError(f"{_MEMORY}: the ModelProto cannot be serialized: SerializeToString() raised "
+                                        f"{type(e).__name__}: {e}", None, 3) from e
+        if not isinstance(size, int):
+            raise InvalidModelError(f"{_MEMORY}: the ModelProto's ByteSize() returned {size!r}, not a size", None, 3)
         if data is None:
             raise UnsupportedModelError(
                 f"{_MEMORY}: the ModelProto passes protobuf's 2 GB limit for one serialized model: save it with its "
                 "external data (onnx.save(..., save_as_external_data=True)) and give qconv its path", None, 4)
-        return _MEMORY, data
+        return _MEMORY.encode(), data
     raise _usage(f"{what}: give a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
 
 
-def _choice(name: str, value: Optional[str], allowed: Sequence[str]) -> str:
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _usage(f"{name}={value!r}: give True or False")
+    return value
+
+
+def _text(name: str, value: Any) -> str:
+    """An optional string keyword ("" for None)."""
     if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _usage(f"{name}={value!r}: give a string or None, not {type(value).__name__}")
+    return value
+
+
+def _whole(name: str, value: Any, low: int, high: int) -> int:
+    """An int keyword in [low, high] (a bool is no number here)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise _usage(f"{name}={value!r}: give an integer from {low} to {high}")
+    return value
+
+
+def _names(name: str, value: Any) -> List[str]:
+    """A list of names: a sequence of strings, or one comma-separated string; never empty."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise _usage(f"{name}={value!r}: give a list of names (strings)")
+    if not value:
+        raise _usage(f"{name}=[]: give at least one name")
+    return list(value)
+
+
+def _interruptible() -> bool:
+    """Whether Ctrl-C can cancel this call: Python runs signal handlers in the main thread only."""
+    return threading.current_thread() is threading.main_thread()
+
+
+def _choice(name: str, value: Optional[str], allowed: Sequence[str]) -> str:
+    if _text(name, value) == "" and value is None:
         return ""
     if value not in allowed:
         raise _usage(f"{name}={value!r}: not one of {', '.join(allowed)}")
@@ -267,8 +336,8 @@ _TYPES = {"uint8": 2, "int8": 3}  # onnx.TensorProto.UINT8, INT8
 
 
 def convert(
-    model: Union[ModelLike, Sequence[Union[str, "os.PathLike[str]"]]],
-    output: Optional[Union[str, "os.PathLike[str]"]] = None,
+    model: Union[ModelLike, Sequence[PathLike]],
+    output: Optional[PathLike] = None,
     *,
     format: Optional[str] = None,
     target: Optional[str] = None,
@@ -284,8 +353,8 @@ def convert(
     fsync: bool = False,
     no_saturation_check: bool = False,
     require_change: bool = False,
-    report: Optional[Union[str, "os.PathLike[str]"]] = None,
-    out_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+    report: Optional[PathLike] = None,
+    out_dir: Optional[PathLike] = None,
     jobs: int = 1,
     dump: bool = False,
     time_passes: bool = False,
@@ -310,47 +379,62 @@ def convert(
     ``verbose`` (0, 1 or 2: what goes into ``result.messages`` and the logger). A batch is
     ``model`` a list of paths with ``out_dir`` (and ``jobs``).
 
-    Raises a :class:`QconvError` subclass for each failure (its exit code, message and node).
+    Paths are taken as Python's ``os`` functions take them (``str``, ``bytes`` or ``os.PathLike``;
+    a name that is not UTF-8 works); ``model`` as ``bytes`` is the serialized model, not a path.
+
+    Raises a :class:`QconvError` subclass for each failure (its exit code, message and node); a
+    wrong argument is a :class:`UsageError` naming the keyword, as the command's exit 2.
     Releases the GIL while it converts: conversions may run from several threads at once.
+    Ctrl-C (in the main thread) cancels: ``KeyboardInterrupt`` is raised within a fraction of a
+    second and nothing new is committed (an output keeps its old model and data; a batch's models
+    not yet committed are not written). Should it arrive after the commit, the conversion had
+    finished: its output is whole.
     """
+    for name, value in (("contrib", contrib), ("approximate", approximate), ("raise_weight_scale", raise_weight_scale),
+                        ("annotate", annotate), ("inline_data", inline_data), ("fsync", fsync),
+                        ("no_saturation_check", no_saturation_check), ("require_change", require_change),
+                        ("dump", dump), ("time_passes", time_passes), ("quiet", quiet)):
+        _flag(name, value)
+    _whole("verbose", verbose, 0, 2)
     if quiet and verbose:
         raise _usage("quiet and verbose contradict each other")
-    if not isinstance(jobs, int) or not 1 <= jobs <= 256:
-        raise _usage(f"jobs={jobs!r}: give 1 to 256")
-    if opset is not None and (not isinstance(opset, int) or not 1 <= opset <= 28):
-        raise _usage(f"opset={opset!r}: give 1 to 28")
-    if passes is not None and isinstance(passes, str):
-        passes = passes.split(",")
+    _whole("jobs", jobs, 1, 256)
+    if jobs != 1 and out_dir is None:
+        raise _usage(f"jobs={jobs}: converts a batch's models at once: it goes with out_dir and a list of models")
+    if opset is not None:
+        _whole("opset", opset, 1, 28)
+    pass_names = _names("passes", passes) if passes is not None else []
     fmt = _choice("format", format, ("qop", "qdq"))
     wt = _choice("weight_type", weight_type, tuple(_TYPES))
     at = _choice("activation_type", activation_type, tuple(_TYPES))
-    if target == "":
+    if _text("target", target) == "" and target is not None:
         raise _usage(f"target='': no such target; qconv knows {', '.join(t.name for t in targets())}")
-    inputs: List[str] = []
-    in_path, in_bytes = "", None
+    report_path = _path(report, "report") if report is not None else b""
+    inputs: List[bytes] = []
+    in_path, in_bytes = b"", None
+    out_dir_path = b""
     if out_dir is not None:
+        out_dir_path = _path(out_dir, "out_dir")
         if output is not None:
             raise _usage("out_dir converts each model to OUT_DIR/<its file name>: give no output")
-        if isinstance(model, (str, os.PathLike)):
+        if isinstance(model, (str, bytes, os.PathLike)):
             model = [model]
         if not isinstance(model, (list, tuple)):
             raise _usage("out_dir: give the models as a list of paths")
-        inputs = [os.fspath(m) for m in model]
+        inputs = [_path(m, "model") for m in model]
     else:
         if isinstance(model, (list, tuple)):
             raise _usage("a list of models is a batch: give out_dir")
-        in_path, in_bytes = _source(cast(ModelLike, model), "model")
-    out_path = os.fspath(output) if output is not None else ""
+        in_path, in_bytes = _source(model, "model")
     to_memory = output is None and out_dir is None
-    if to_memory:
-        out_path = _MEMORY
+    out_path = _MEMORY.encode() if to_memory else (_path(output, "output") if output is not None else b"")
     code, stdout, stderr, report_json, converted = _qconv.convert(
-        in_path, in_bytes, out_path, to_memory, inputs, os.fspath(out_dir) if out_dir is not None else "", jobs,
-        os.fspath(report) if report is not None else "", fmt, target or "", list(passes or []), dump, time_passes,
-        raise_weight_scale, approximate, annotate, inline_data, fsync, _TYPES.get(wt, 0), _TYPES.get(at, 0),
-        not no_saturation_check, contrib, opset or 0, require_change, 0 if quiet else 1 + verbose)
+        in_path, in_bytes, out_path, to_memory, inputs, out_dir_path, jobs, report_path, fmt, target or "",
+        pass_names, dump, time_passes, raise_weight_scale, approximate, annotate, inline_data, fsync,
+        _TYPES.get(wt, 0), _TYPES.get(at, 0), not no_saturation_check, contrib, opset or 0, require_change,
+        0 if quiet else 1 + verbose, _interruptible())
     messages = _messages(stderr)
-    parsed: Dict[str, Any] = json.loads(report_json) if report_json else {}
+    parsed: Dict[str, Any] = json.loads(report_json.decode("utf-8", "replace")) if report_json else {}
     if code != 0:
         items = parsed.get("items") or [{}]
         failed = next((i for i in items if i.get("exit_code")), items[0])
@@ -358,8 +442,8 @@ def convert(
     summaries = [i["summary"] for i in parsed.get("items", []) if i.get("summary")]
     summary = summaries[0] if len(summaries) == 1 else "; ".join(  # a batch: each output's
         f"{i['output']}: {i['summary']}" for i in parsed.get("items", []) if i.get("summary"))
-    return ConversionResult(None if to_memory else (out_path if out_dir is None else os.fspath(out_dir)), parsed,
-                            summary, messages, converted, stdout)
+    written = None if to_memory else os.fsdecode(out_path if out_dir is None else out_dir_path)
+    return ConversionResult(written, parsed, summary, messages, converted, stdout.decode("utf-8", "replace"))
 
 
 def verify(
@@ -380,14 +464,19 @@ def verify(
     argument.
     """
     severities = {"note": 0, "warning": 1, "error": 2}
-    if fail_on not in severities:
-        raise _usage(f"fail_on={fail_on!r}: not one of error, warning, note")
-    if isinstance(ignore, str):
-        ignore = [ignore]
+    fail = _choice("fail_on", fail_on, tuple(severities))
+    if not isinstance(ignore, str):
+        try:
+            ignore = list(ignore)
+        except TypeError:
+            raise _usage(f"ignore={ignore!r}: give a list of kinds of finding") from None
+    kinds = _names("ignore", ignore) if ignore else []
+    _flag("symmetric", symmetric)
     path, data = _source(model, "model")
-    code, stdout, stderr = _qconv.verify(path, data, target or "", severities[fail_on], symmetric, list(ignore))
+    code, stdout, stderr = _qconv.verify(path, data, _text("target", target), severities[fail], symmetric, kinds,
+                                         _interruptible())
     messages = _messages(stderr)
-    obj: Dict[str, Any] = json.loads(stdout) if stdout else {}
+    obj: Dict[str, Any] = json.loads(stdout.decode("utf-8", "replace")) if stdout else {}
     if code not in (0, 1):
         _raise(code, messages, obj.get("error_node"))
     findings = [Finding(f["severity"], f["kind"], f["node"], f.get("tensor") or "", f["message"])
@@ -401,9 +490,9 @@ def inspect(model: ModelLike, *, target: Optional[str] = None, format: Optional[
     dry-runs. Writes nothing. Raises :class:`InvalidModelError` when the model cannot be read."""
     fmt = _choice("format", format, ("qop", "qdq"))
     path, data = _source(model, "model")
-    code, stdout, stderr = _qconv.inspect(path, data, target or "", fmt)
+    code, stdout, stderr = _qconv.inspect(path, data, _text("target", target), fmt, _interruptible())
     messages = _messages(stderr)
-    described: Dict[str, Any] = json.loads(stdout) if stdout else {}
+    described: Dict[str, Any] = json.loads(stdout.decode("utf-8", "replace")) if stdout else {}
     if code != 0:
         _raise(code, messages, described.get("error_node"))
     return described

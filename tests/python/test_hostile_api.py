@@ -1,0 +1,401 @@
+"""The API under hostile use (issue 46): paths cut at a NUL, names that are not UTF-8, Ctrl-C in
+the caller, files shortened under a conversion, the working folder changed by another thread,
+and arguments of the wrong type. Each test reproduces what broke on 09f6d0c.
+
+The signal tests run a child interpreter (a signal must not reach pytest's own process) and
+are bounded: a few instants over one measured conversion."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import qconv
+from wheel_env import EXAMPLE, build_cli
+
+
+def weights_model(k: int, n: int, branches: int, seed: int = 3, scale: float = 0.01) -> onnx.ModelProto:
+    """u8 activations x s8 weights, branches of [k, n] int8 weights each."""
+    rng = np.random.default_rng(seed)
+    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
+    inits = [scalar("sx", 2 / 255, TensorProto.FLOAT), scalar("zx", 128, TensorProto.UINT8),
+             scalar("sw", scale, TensorProto.FLOAT), scalar("zw", 0, TensorProto.INT8),
+             scalar("sy", 40 / 255, TensorProto.FLOAT), scalar("zy", 128, TensorProto.UINT8)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx")]
+    outs = []
+    for i in range(branches):
+        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (k, n), dtype=np.int8), f"w{i}"))
+        nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "sw", "zw"], [f"wd{i}"], name=f"dqw{i}"),
+                  helper.make_node("MatMul", ["xd", f"wd{i}"], [f"acc{i}"], name=f"matmul{i}"),
+                  helper.make_node("QuantizeLinear", [f"acc{i}", "sy", "zy"], [f"yq{i}"], name=f"qy{i}"),
+                  helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"y{i}"], name=f"dqy{i}")]
+        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, n]))
+    g = helper.make_graph(nodes, "weights", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])], outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
+def save_external(model: onnx.ModelProto, folder: str, name: str = "m.onnx") -> str:
+    path = os.path.join(folder, name)
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location=name + ".data",
+              size_threshold=1024)
+    return path
+
+
+def listing(folder) -> dict[str, bytes]:
+    return {p: open(os.path.join(folder, p), "rb").read() for p in sorted(os.listdir(folder))}
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> str:
+    """A 200 MB model (inline): a conversion long enough to be interrupted."""
+    path = str(tmp_path_factory.mktemp("big") / "big.onnx")
+    onnx.save(weights_model(4096, 4096, 12), path)
+    return path
+
+
+# ---- 1. a NUL in a path; names that are not UTF-8 -----------------------------------------------
+
+
+def test_a_nul_in_any_path_is_a_usage_error_and_nothing_is_written(tmp_path):
+    """'in.onnx\\0.x' would reach the system as 'in.onnx': the user's file, replaced (09f6d0c)."""
+    victim = tmp_path / "in.onnx"
+    victim.write_bytes(b"the user's model")
+    src = save_external(weights_model(64, 64, 1), str(tmp_path))
+    before = listing(tmp_path)
+    cases = [
+        lambda: qconv.convert(src, str(victim) + "\0.x", format="qop"),
+        lambda: qconv.convert(str(victim) + "\0.x", str(tmp_path / "o.onnx"), format="qop"),
+        lambda: qconv.convert(src, str(tmp_path / "o.onnx"), format="qop", report=str(victim) + "\0.json"),
+        lambda: qconv.convert([src + "\0x"], out_dir=str(tmp_path), format="qop"),
+        lambda: qconv.convert([src], out_dir=str(tmp_path) + "\0/x", format="qop"),
+        lambda: qconv.convert(src, os.fsencode(str(victim)) + b"\0.x", format="qop"),
+        lambda: qconv.verify(str(victim) + "\0.x"),
+        lambda: qconv.inspect(str(victim) + "\0.x"),
+    ]
+    for k, case in enumerate(cases):
+        with pytest.raises(qconv.UsageError) as e:
+            case()
+        assert "NUL" in e.value.message and e.value.exit_code == 2, (k, e.value.message)
+    assert listing(tmp_path) == before
+
+
+def test_the_engine_refuses_a_nul_in_a_path_itself(tmp_path):
+    """Below the package: the binding's own entry (what another binding would call)."""
+    from qconv import _qconv
+
+    victim = tmp_path / "in.onnx"
+    victim.write_bytes(b"the user's model")
+    code, _, err, _, _ = _qconv.convert(os.fsencode(EXAMPLE), None, os.fsencode(str(victim)) + b"\0.x", False, [], b"",
+                                        1, b"", "qop", "", [], False, False, False, False, False, False, False, 0, 0,
+                                        True, False, 0, False, 1, False)
+    assert code == 2 and b"holds a NUL byte" in err
+    assert victim.read_bytes() == b"the user's model"
+
+
+def test_a_file_name_that_is_not_utf8_converts_by_str_bytes_and_pathlike(tmp_path):
+    name = b"in\xff.onnx"
+    folder = os.fsencode(str(tmp_path))
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(open(EXAMPLE, "rb").read())
+    (listed,) = [p for p in os.listdir(tmp_path)]  # what os.listdir gives: 'in\udcff.onnx'
+    assert listed == "in\udcff.onnx"
+
+    class BytesPath(os.PathLike):
+        def __init__(self, p: bytes) -> None:
+            self.p = p
+
+        def __fspath__(self) -> bytes:
+            return self.p
+
+    expected = qconv.convert(EXAMPLE, format="qop").model_bytes
+    by_str = qconv.convert(str(tmp_path / listed), str(tmp_path / "out\udcfe.onnx"), format="qop",
+                           report=str(tmp_path / "r\udcfd.json"))
+    assert by_str.output == str(tmp_path / "out\udcfe.onnx")
+    assert open(os.path.join(folder, b"out\xfe.onnx"), "rb").read() == expected
+    assert json.load(open(os.path.join(folder, b"r\xfd.json")))["exit_code"] == 0
+    qconv.convert(BytesPath(os.path.join(folder, name)), os.path.join(folder, b"out2\xfe.onnx"), format="qop")
+    assert open(os.path.join(folder, b"out2\xfe.onnx"), "rb").read() == expected
+    assert qconv.verify(BytesPath(os.path.join(folder, name))).failed is False
+    assert qconv.inspect(str(tmp_path / listed))["model"]
+    # a batch of such names, and the messages say the bytes they cannot print
+    os.mkdir(os.path.join(folder, b"outdir\xfc"))
+    qconv.convert([os.path.join(folder, name)], out_dir=os.path.join(folder, b"outdir\xfc"), format="qop")
+    assert open(os.path.join(folder, b"outdir\xfc", name), "rb").read() == expected
+    with pytest.raises(qconv.InvalidModelError) as e:
+        qconv.convert(str(tmp_path / "nosuch\udcff.onnx"), format="qop")
+    assert "nosuch\\xff.onnx" in e.value.message
+    # the command takes the same names
+    r = subprocess.run([os.fsencode(build_cli()), b"convert", os.path.join(folder, name),
+                        os.path.join(folder, b"cli\xfe.onnx"), b"--format", b"qop", b"-q"], capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert open(os.path.join(folder, b"cli\xfe.onnx"), "rb").read() == expected
+
+
+# ---- 2. Ctrl-C ----------------------------------------------------------------------------------
+
+CHILD = textwrap.dedent("""
+    import atexit, json, os, sys, threading, time
+    import qconv
+    mode, src, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    atexit.register(lambda: print(json.dumps({"atexit": True}), flush=True))
+    report = {}
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        if mode == "lone":
+            qconv.convert(src, out, format="qop")
+        elif mode == "batch":
+            qconv.convert(src.split(","), out_dir=out, format="qop", jobs=2)
+        else:  # a thread converts; the main thread waits on it (an Event: CPython 3.11's
+            # Thread.join returns at once after a KeyboardInterrupt interrupted an earlier join)
+            done = threading.Event()
+            def work():
+                try:
+                    qconv.convert(src, out, format="qop")
+                    report["worker"] = "finished"
+                finally:
+                    done.set()
+            threading.Thread(target=work).start()
+            while not done.wait(0.01):
+                pass
+        report["returned"] = True
+    except KeyboardInterrupt:
+        report["interrupted_at"] = time.monotonic()
+        if mode == "thread":
+            done.wait()
+    finally:
+        report["finally"] = True
+    print(json.dumps(report), flush=True)
+""")
+
+
+def interrupt(mode: str, src: str, out: str, after: float) -> tuple[dict, float]:
+    """Run CHILD; SIGINT `after` seconds into the call. (Its report, the time SIGINT was sent.)"""
+    p = subprocess.Popen([sys.executable, "-c", CHILD, mode, src, out], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    time.sleep(after)
+    sent = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0, f"the interpreter died (exit {p.returncode}): {stderr}"
+    lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert lines[-1] == {"atexit": True}, stdout  # the interpreter exited as it does, atexit too
+    return lines[0], sent
+
+
+def measured(call) -> float:
+    t = time.monotonic()
+    call()
+    return time.monotonic() - t
+
+
+def test_ctrl_c_cancels_a_lone_conversion_and_commits_nothing(big, tmp_path):
+    out = tmp_path / "out.onnx"
+    took = measured(lambda: qconv.convert(big, str(out), format="qop"))
+    new = out.read_bytes()
+    latencies = []
+    for k in range(1, 5):
+        out.write_bytes(b"old output")
+        report, sent = interrupt("lone", big, str(out), took * k / 5)
+        assert report["finally"]
+        assert os.listdir(tmp_path) == ["out.onnx"], os.listdir(tmp_path)  # no temporary
+        if "interrupted_at" in report and out.read_bytes() == b"old output":
+            latencies.append(report["interrupted_at"] - sent)
+        else:  # arrived after the commit: the conversion had finished, whole
+            assert out.read_bytes() == new
+    print(f"a 200 MB conversion of {took:.3f} s: KeyboardInterrupt after {[round(x, 3) for x in latencies]} s")
+    assert latencies, "no instant fell before the commit"
+
+
+def test_ctrl_c_cancels_a_batch_and_the_interpreter_lives(big, tmp_path):
+    inputs = []
+    for k in range(3):
+        folder = tmp_path / f"in{k}"
+        folder.mkdir()
+        os.link(big, folder / f"m{k}.onnx")
+        inputs.append(str(folder / f"m{k}.onnx"))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    took = measured(lambda: qconv.convert(inputs, out_dir=str(out_dir), format="qop", jobs=2))
+    whole = listing(out_dir)
+    for k in range(1, 4):
+        for p in os.listdir(out_dir):
+            os.remove(out_dir / p)
+        report, _ = interrupt("batch", ",".join(inputs), str(out_dir), took * k / 4)
+        assert report["finally"] and "interrupted_at" in report, report  # not killed (09f6d0c: rc -2)
+        for name, data in listing(out_dir).items():  # each output whole, or not written
+            assert whole.get(name) == data, name
+
+
+def test_ctrl_c_during_a_conversion_in_a_thread_interrupts_the_main_thread_only(big, tmp_path):
+    out = tmp_path / "out.onnx"
+    took = measured(lambda: qconv.convert(big, str(out), format="qop"))
+    new = out.read_bytes()
+    out.write_bytes(b"old output")
+    report, _ = interrupt("thread", big, str(out), took / 3)
+    assert "interrupted_at" in report and report["worker"] == "finished"
+    assert out.read_bytes() == new and os.listdir(tmp_path) == ["out.onnx"]  # the thread's conversion: whole
+
+
+# ---- 3. a file shortened under a conversion, in a process with its own SIGBUS handler ------------
+
+SHRINK_CHILD = textwrap.dedent("""
+    import ctypes, faulthandler, json, os, sys, threading, time
+    import qconv
+    faulthandler.enable()  # a handler of the host's own, as pytest has
+    libc = ctypes.CDLL(None, use_errno=True)
+    def sigbus_handler():
+        buf = ctypes.create_string_buffer(256)  # struct sigaction: its handler is the first word
+        assert libc.sigaction(7, None, buf) == 0
+        return ctypes.c_void_p.from_buffer(buf).value
+    before = sigbus_handler()
+    src, data, took = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    pristine = open(data, "rb").read()
+    outcomes = []
+    for k in range(10):
+        os.remove(data)
+        open(data, "wb").write(pristine)
+        shrink = threading.Timer(took * k / 10, lambda: os.truncate(data, len(pristine) // 3))
+        shrink.start()
+        try:
+            qconv.convert(src, format="qop")
+            outcomes.append("converted")
+        except qconv.InvalidModelError as e:
+            outcomes.append("changed" if "changed while it was read" in e.message else "invalid")
+        shrink.join()
+    print(json.dumps({"outcomes": outcomes, "handler_kept": sigbus_handler() == before,
+                      "faulthandler": faulthandler.is_enabled()}))
+""")
+
+
+def test_a_data_file_shortened_under_the_api_raises_and_the_hosts_handler_stays(tmp_path):
+    src = save_external(weights_model(2048, 2048, 6), str(tmp_path))
+    took = measured(lambda: qconv.convert(src, format="qop"))
+    r = subprocess.run([sys.executable, "-c", SHRINK_CHILD, src, src + ".data", str(took)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode} (-7: SIGBUS): {r.stderr}"
+    report = json.loads(r.stdout.splitlines()[-1])
+    print(report)
+    assert report["handler_kept"] and report["faulthandler"]
+    assert "changed" in report["outcomes"], report
+
+
+# ---- 4. the working folder changed by another thread ------------------------------------------
+
+
+def test_a_relative_path_while_another_thread_changes_folder_never_mixes_models(tmp_path):
+    expected = {}
+    for name, seed, scale in (("A", 1, 0.01), ("B", 2, 0.02)):
+        folder = tmp_path / name / "m"
+        folder.mkdir(parents=True)
+        save_external(weights_model(256, 256, 2, seed, scale), str(folder))
+        expected[name] = qconv.convert(str(folder / "m.onnx"), format="qdq").model_bytes
+    assert expected["A"] != expected["B"]
+    stop = threading.Event()
+    home = os.getcwd()
+
+    def flip():
+        while not stop.is_set():
+            os.chdir(tmp_path / "A")
+            os.chdir(tmp_path / "B")
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    outcomes = {"A": 0, "B": 0, "failed": 0}
+    try:
+        for _ in range(1500):
+            try:
+                got = qconv.convert(os.path.join("m", "m.onnx"), format="qdq").model_bytes
+            except qconv.InvalidModelError:
+                outcomes["failed"] += 1
+                continue
+            match = [k for k, v in expected.items() if v == got]
+            assert match, "A's model with B's weights, or B's with A's"
+            outcomes[match[0]] += 1
+    finally:
+        stop.set()
+        flipper.join()
+        os.chdir(home)
+    print("chdir outcomes:", outcomes)
+    assert outcomes["A"] and outcomes["B"]
+
+
+# ---- 6. the API speaks the CLI's language --------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, keyword", [
+    ({"target": 5}, "target"), ({"contrib": "yes"}, "contrib"), ({"verbose": 1.5}, "verbose"),
+    ({"passes": [1]}, "passes"), ({"passes": []}, "passes"), ({"opset": True}, "opset"), ({"verbose": -7}, "verbose"),
+    ({"jobs": 4}, "jobs"), ({"format": 1}, "format"), ({"weight_type": b"int8"}, "weight_type"),
+    ({"annotate": 1}, "annotate"), ({"quiet": "no"}, "quiet"), ({"report": 3}, "report"),
+])
+def test_a_wrong_argument_is_a_usage_error_naming_the_keyword(kwargs, keyword, tmp_path):
+    with pytest.raises(qconv.UsageError) as e:
+        qconv.convert(EXAMPLE, str(tmp_path / "o.onnx"), **({"format": "qop"} | kwargs))
+    assert e.value.message.startswith(f"{keyword}="), e.value.message
+    assert "_qconv" not in e.value.message and os.listdir(tmp_path) == []
+
+
+def test_verify_and_inspect_take_wrong_arguments_as_usage_errors():
+    for call, keyword in ((lambda: qconv.verify(EXAMPLE, ignore=[1]), "ignore"),
+                          (lambda: qconv.verify(EXAMPLE, fail_on=2), "fail_on"),
+                          (lambda: qconv.verify(EXAMPLE, symmetric="yes"), "symmetric"),
+                          (lambda: qconv.verify(EXAMPLE, target=7), "target"),
+                          (lambda: qconv.inspect(EXAMPLE, format=["qop"]), "format"),
+                          (lambda: qconv.inspect(EXAMPLE, target=1.0), "target")):
+        with pytest.raises(qconv.UsageError) as e:
+            call()
+        assert e.value.message.startswith(f"{keyword}="), e.value.message
+
+
+def test_the_cli_usage_errors_are_the_apis(tmp_path):
+    """What the command refuses with exit 2, the API refuses as UsageError: '-' as a path."""
+    r = subprocess.run([build_cli(), "convert", EXAMPLE, "-", "--format", "qop"], capture_output=True, text=True)
+    assert r.returncode == 2
+    for call in (lambda: qconv.convert(EXAMPLE, "-", format="qop"), lambda: qconv.convert("-", format="qop"),
+                 lambda: qconv.convert(EXAMPLE, str(tmp_path / "o.onnx"), format="qop", report="-"),
+                 lambda: qconv.verify("-"), lambda: qconv.inspect("-")):
+        with pytest.raises(qconv.UsageError) as e:
+            call()
+        assert "'-': qconv reads and writes named files" in e.value.message
+    assert not os.path.exists("-")
+
+
+def test_a_model_whose_bytesize_raises_says_what_failed():
+    class Broken:
+        def ByteSize(self) -> int:
+            raise RuntimeError("descriptor pool mismatch")
+
+        def SerializeToString(self) -> bytes:
+            return b""
+
+    with pytest.raises(qconv.InvalidModelError) as e:
+        qconv.convert(Broken(), format="qop")
+    assert "ByteSize() raised RuntimeError: descriptor pool mismatch" in e.value.message
+    assert "2 GB" not in e.value.message
+
+
+def test_a_report_in_an_outputs_data_file_namespace_is_refused(tmp_path):
+    src = save_external(weights_model(64, 64, 1), str(tmp_path))
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(qconv.UsageError) as e:
+        qconv.convert(src, str(out / "o.onnx"), format="qdq", report=str(out / "o.onnx.zzz.data"))
+    assert "names an input or an output of this run" in e.value.message
+    assert os.listdir(out) == []
