@@ -113,7 +113,7 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after fuse-gather-block-quantized", "; IR after move-on-int8", "; IR after gemm-as-conv",
                        "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fuse-contrib",
                        "; IR after name-leftovers",
-                       "; IR after shift-types", "; IR after dequantize-moves", "; IR after matmul-as-conv",
+                       "; IR after shift-types", "; IR after dequantize-moves", "; IR after widen-packed", "; IR after matmul-as-conv",
                        "; IR after fold-dequantized-constants",
                        "; IR after requantize-symmetric", "; IR after requantize-blocked", "; IR after requantize-wide", "; IR after add-zero-points",
                        "; IR after check-zero-points",
@@ -140,7 +140,7 @@ def test_passes_lists_the_registry():
     assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: validate,fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,"
                                                      "lower-fake-quantize,unfuse-qop,lower-matmul-nbits,lower-gather-block-quantized,unfuse-integer-ops,fold-producers,lower-primitive-qdq,"
                                                      "lower-integer-ops,lift-float-form,pair-qdq,scalarize-one-channel,requantize-per-tensor,shift-types,"
-                                                     "dequantize-moves,matmul-as-conv,fold-dequantized-constants,requantize-symmetric,"
+                                                     "dequantize-moves,widen-packed,matmul-as-conv,fold-dequantized-constants,requantize-symmetric,"
                                                      "requantize-blocked,requantize-wide,add-zero-points,check-zero-points,check-saturation,"
                                                      "redeclare-opset,check-target,refuse-foreign-ops") in r.stdout
     # every stage shows, the hidden ones included

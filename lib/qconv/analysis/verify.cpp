@@ -320,6 +320,16 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   checkTarget(model, ctx);  // what the runtime cannot run in the model as it is (nothing without a target)
   for (const Said& s : ctx.said())
     if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);
+  if (const TargetProfile* t = options.target) {  // an opset its runtime does not load: the model as it is fails there
+    const int64_t declared = ir::defaultOpset(model);
+    const int64_t nearest = declared < t->opset_min ? t->opset_min : t->opset_max && declared > t->opset_max ? t->opset_max : 0;
+    if (declared && nearest)
+      out.add("target", "opset_import", "",
+              fmt::format("the model declares ai.onnx opset {}, which {} does not load (it reads {} to {}); convert "
+                          "--target {} declares {} where every node keeps its meaning",
+                          declared, t->runtime, t->opset_min, t->opset_max ? fmt::format("{}", t->opset_max) : "any newer",
+                          t->name, nearest));
+  }
 
   for (const AnnotationProblem& p : annotationProblems(model, sites)) out.add("annotation", p.node, p.tensor, p.message);
   return out.take();

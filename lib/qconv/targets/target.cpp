@@ -26,6 +26,9 @@ std::vector<TargetProfile> makeProfiles() {
                      onnx::TensorProto::INT32, 22 /* INT4 */, 21 /* UINT4 */, 26 /* INT2 */, 25 /* UINT2 */,
                      17 /* FLOAT8E4M3FN */, 18 /* FLOAT8E4M3FNUZ */, 19 /* FLOAT8E5M2 */, 20 /* FLOAT8E5M2FNUZ */};
   ort.types_why = "onnxruntime 1.32 has no float4e2m1 QuantizeLinear/DequantizeLinear kernel (NOT_IMPLEMENTED)";
+  // measured 2026-11-28: a QDQ Conv declared at opsets 21 to 27 runs; at 28, "Could not find an
+  // implementation for QuantizeLinear(28)"
+  ort.opset_max = 27;
   all.push_back(ort);
 
   TargetProfile trt;
@@ -157,6 +160,9 @@ std::vector<TargetProfile> makeProfiles() {
   qnn.types_why = "QNN HTP (onnxruntime-qnn 2.7) quantizes to 8 and 16 bits, and takes int4 weights, only (measured)";
   qnn.weight_only_types = {22 /* INT4 */};
   qnn.opset_min = 13;  // per-axis QuantizeLinear/DequantizeLinear
+  // measured 2026-11-28: onnxruntime-qnn's default offload_graph_io_quantization runs the graph
+  // input's Q and output's DQ on onnxruntime's CPU kernels, which stop at opset 27 (above)
+  qnn.opset_max = 27;
   qnn.saturating_kernels = "";
   all.push_back(qnn);
 
@@ -172,8 +178,12 @@ std::vector<TargetProfile> makeProfiles() {
   rknn.types_why = "rknn-toolkit2 2.5 reads opset 19 or lower ('Unsupport onnx opset 21, need <= 19'), where "
                    "QuantizeLinear/DequantizeLinear are 8-bit only (--approximate requantizes 16-bit tensors to 8 bits)";
   rknn.blocked = no("rknn-toolkit2 2.5 reads opset 19 or lower, which has no blocked DequantizeLinear");
-  rknn.matmul_as_conv = "rknn-toolkit2 2.5 never finishes building a 2-D MatMul whose input is a quantized graph input "
-                        "(its graph optimizer loops at levels 2 and 3); as a 1x1 Conv it builds";
+  // measured 2026-11-28 (test_npu_targets.py, 60 s each): the build never ends on A = DQ(Q(a float graph
+  // input)) whatever B is (a constant [K, N], a second graph input, a batched [2, K, N] constant);
+  // it builds a uint8 graph input read by its DequantizeLinear (rank 2 and 4) and a weight-first MatMul
+  rknn.matmul_as_conv = "rknn-toolkit2 2.5 never finishes building a MatMul whose input A is a float graph input "
+                        "quantized by a QuantizeLinear (its graph optimizer loops at levels 2 and 3); as a 1x1 Conv it "
+                        "builds";
   rknn.explicit_zero_points = "rknn-toolkit2 2.5's constant folding fails on a DequantizeLinear without its zero point "
                               "input ('list index out of range'), as qconv writes an int32 bias";
   rknn.opset_min = 13;

@@ -59,6 +59,8 @@ ElementTypes::ElementTypes(const ir::Graph& graph, int64_t opset) {
       if (n->is("QuantizeLinear") && !type && o == 0) {  // no output_dtype: its zero point's type, else uint8
         type = n->inputs().size() > 2 && n->input(2) ? of(n->input(2)) : onnx::TensorProto::UINT8;
       }
+      if (n->is("DequantizeLinear") && !type && o == 0 && n->input(1))  // no output_dtype: its scale's type (every
+        type = of(n->input(1));  // version; from opset 23 the schema gives y a type variable of its own)
       const onnx::OpSchema::FormalParameter* param = formal(schema->outputs(), o);
       if (!type && param) {
         const std::string& var = param->GetTypeStr();

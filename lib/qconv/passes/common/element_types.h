@@ -1,9 +1,9 @@
 // The element types of a graph's values where the model declares none (no value_info: a model
 // shape inference never ran on), inferred node by node in graph order from ONNX's operator
 // schemas: an output whose type variable an input shares has that input's type (Relu's T, a
-// QuantizeLinear's T3 from its zero point); a variable allowed one type only is that type
-// (Shape's int64); Cast, Constant, ConstantOfShape and QuantizeLinear/DequantizeLinear's
-// output_dtype read their attribute. What none of these settles stays unknown (0).
+// QuantizeLinear's T3 from its zero point, a DequantizeLinear's from its scale); a variable
+// allowed one type only is that type (Shape's int64); Cast, Constant, ConstantOfShape and
+// QuantizeLinear/DequantizeLinear's output_dtype read their attribute. What none of these settles stays unknown (0).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,7 @@
 // redeclare-opset: with --opset N, declare the output's default-domain opset as N; with --target
 // and no --opset, the nearest opset that target reads when the model's is outside its range.
+// With a --target whose runtime refuses com.microsoft ops (rknn, qnn), an import of that domain
+// no node uses (in the graph, a subgraph or a local function) is dropped.
 //
 // Before:  opset_import { "": 13 }   After:  opset_import { "": N }   (no node changes)
 // The conditions each node must meet are in opset_history.h. A node that fails them is
@@ -167,7 +169,46 @@ void checkOpsetFlag(int64_t target) {
     throw Error(ExitCode::Usage, fmt::format("--opset {}: qconv knows the ai.onnx operators of opsets 1 to {}", target, newest));
 }
 
+namespace {
+
+bool usesDomain(const onnx::GraphProto& g, const std::string& domain);
+
+bool usesDomain(const onnx::NodeProto& n, const std::string& domain) {
+  if (n.domain() == domain) return true;
+  for (const auto& a : n.attribute()) {
+    if (a.has_g() && usesDomain(a.g(), domain)) return true;
+    for (const auto& g : a.graphs())
+      if (usesDomain(g, domain)) return true;
+  }
+  return false;
+}
+
+bool usesDomain(const onnx::GraphProto& g, const std::string& domain) {
+  return std::any_of(g.node().begin(), g.node().end(), [&](const onnx::NodeProto& n) { return usesDomain(n, domain); });
+}
+
+/// Drop the import of `domain` when no node of `model` uses it.
+void dropUnusedImport(ir::Model& model, const std::string& domain, PassContext& ctx) {
+  for (const ir::Node* n : model.graph.nodes())
+    if (usesDomain(n->proto(), domain)) return;
+  for (const auto& f : model.shell.functions())
+    if (f.domain() == domain ||
+        std::any_of(f.node().begin(), f.node().end(), [&](const onnx::NodeProto& n) { return usesDomain(n, domain); }))
+      return;
+  auto* imports = model.shell.mutable_opset_import();
+  for (int i = 0; i < imports->size(); ++i)
+    if (imports->Get(i).domain() == domain) {
+      imports->DeleteSubrange(i, 1);
+      ctx.report(Report::Done, model.path, fmt::format("the unused import of domain {} dropped: --target {} refuses it",
+                                                       domain, ctx.target().name));
+      return;
+    }
+}
+
+}  // namespace
+
 void redeclareOpset(ir::Model& model, PassContext& ctx) {
+  if (ctx.options().target && !ctx.target().contrib.allowed) dropUnusedImport(model, "com.microsoft", ctx);
   const int64_t declared = ir::defaultOpset(model);
   int64_t target = ctx.options().opset;
   std::string_view for_target;
