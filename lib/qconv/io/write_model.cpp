@@ -221,9 +221,10 @@ class StringSink : public SpliceSink {
     for (uint64_t done = 0; done < size;) {
       const ssize_t n = pread(fd, out_.data() + start + done, size - done, static_cast<off_t>(from + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
+      if (n == 0) throw changedWhileRead(fmt::format("{}: a tensor's file", name_));
+      if (n < 0)
         throw Error(ExitCode::BadInput, fmt::format("{}: cannot read a tensor's bytes back from its file: {}", name_,
-                                                    n < 0 ? sysError() : "the file is shorter than it was"));
+                                                    sysError()));
       done += static_cast<uint64_t>(n);
     }
   }

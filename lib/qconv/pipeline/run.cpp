@@ -347,7 +347,14 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   });
   if (in_memory) {  // the API's: the checker judges the model, then it is serialized
     pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
-    std::string bytes = pm.timeStage("write", [&] { return io::serializeModel(result, &fileBacked, item.input); });
+    std::string bytes = pm.timeStage("write", [&] {
+      try {
+        return io::serializeModel(result, &fileBacked, item.input);
+      } catch (const Error&) {  // an input shortened under the read: say so, naming its file
+        if (files) files->checkUnchanged();
+        throw;
+      }
+    });
     if (files) files->checkUnchanged();  // nothing read from a file that shrank meanwhile
     throwIfCancelled(options.cancel, item.input);
     *options.output_bytes = std::move(bytes);
