@@ -69,6 +69,34 @@ class _Builder:
         return m
 
 
+def wide_matmuls(k: int, n: int, branches: int, seed: int = 5, w_scale: float = 0.01,
+                 io_dims: tuple[int, int] | None = None) -> onnx.ModelProto:
+    """`branches` MatMuls of one uint8 input by int8 [k, n] weights, QDQ (per tensor, opset 13): u8
+    activations x s8 weights, which the saturation check reads in place. `io_dims` declares the
+    input and outputs as [1, K] and [1, N] other than [1, k] and [1, n]."""
+    rng = np.random.default_rng(seed)
+    in_k, out_n = io_dims or (k, n)
+    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
+    inits = [scalar("sx", 2 / 255, TensorProto.FLOAT), scalar("zx", 128, TensorProto.UINT8),
+             scalar("sw", w_scale, TensorProto.FLOAT), scalar("zw", 0, TensorProto.INT8),
+             scalar("sy", 40 / 255, TensorProto.FLOAT), scalar("zy", 128, TensorProto.UINT8)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx")]
+    outs = []
+    for i in range(branches):
+        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (k, n), dtype=np.int8), f"w{i}"))
+        nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "sw", "zw"], [f"wd{i}"], name=f"dqw{i}"),
+                  helper.make_node("MatMul", ["xd", f"wd{i}"], [f"acc{i}"], name=f"matmul{i}"),
+                  helper.make_node("QuantizeLinear", [f"acc{i}", "sy", "zy"], [f"yq{i}"], name=f"qy{i}"),
+                  helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"y{i}"], name=f"dqy{i}")]
+        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, out_n]))
+    g = helper.make_graph(nodes, "wide_matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, in_k])],
+                          outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    return m
+
+
 def small_cnn() -> onnx.ModelProto:
     b = _Builder(1)
     x = b.conv("input", 3, 8)

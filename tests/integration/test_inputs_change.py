@@ -16,35 +16,16 @@ import subprocess
 import threading
 import time
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
+import models
 from conftest import qconv_bin, save_external
 
 
 def weights_model(k: int = 2048, n: int = 2048, branches: int = 6, seed: int = 3, scale: float = 0.01) -> onnx.ModelProto:
-    """u8 activations x s8 weights (the saturation check reads each weight in place), 24 MiB."""
-    rng = np.random.default_rng(seed)
-    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
-    inits = [scalar("sx", 2 / 255, TensorProto.FLOAT), scalar("zx", 128, TensorProto.UINT8),
-             scalar("sw", scale, TensorProto.FLOAT), scalar("zw", 0, TensorProto.INT8),
-             scalar("sy", 40 / 255, TensorProto.FLOAT), scalar("zy", 128, TensorProto.UINT8)]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
-             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx")]
-    outs = []
-    for i in range(branches):
-        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (k, n), dtype=np.int8), f"w{i}"))
-        nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "sw", "zw"], [f"wd{i}"], name=f"dqw{i}"),
-                  helper.make_node("MatMul", ["xd", f"wd{i}"], [f"acc{i}"], name=f"matmul{i}"),
-                  helper.make_node("QuantizeLinear", [f"acc{i}", "sy", "zy"], [f"yq{i}"], name=f"qy{i}"),
-                  helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"y{i}"], name=f"dqy{i}")]
-        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, n]))
-    g = helper.make_graph(nodes, "weights", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])], outs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 7
-    return m
+    """u8 activations x s8 weights (the saturation check reads each weight in place)."""
+    return models.wide_matmuls(k, n, branches, seed, scale)
 
 
 def convert(src: str, dst: str, *extra: str) -> subprocess.Popen:

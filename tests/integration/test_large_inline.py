@@ -83,26 +83,7 @@ VIEW_WINDOW_MIB = 32  # io::ExternalFiles::kViewWindow
 
 def matmul_model(k: int = K, n: int = N) -> onnx.ModelProto:
     """The model; smaller k, n give the same graph with small weights (a memory yardstick)."""
-    rng = np.random.default_rng(5)
-    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
-    inits = [scalar("sx", 2 / 255, TensorProto.FLOAT), scalar("zx", 128, TensorProto.UINT8),
-             scalar("sw", 0.01, TensorProto.FLOAT), scalar("zw", 0, TensorProto.INT8),
-             scalar("sy", 40 / 255, TensorProto.FLOAT), scalar("zy", 128, TensorProto.UINT8)]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
-             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx")]
-    outs = []
-    for i in range(BRANCHES):
-        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (k, n), dtype=np.int8), f"w{i}"))
-        nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "sw", "zw"], [f"wd{i}"], name=f"dqw{i}"),
-                  helper.make_node("MatMul", ["xd", f"wd{i}"], [f"acc{i}"], name=f"matmul{i}"),
-                  helper.make_node("QuantizeLinear", [f"acc{i}", "sy", "zy"], [f"yq{i}"], name=f"qy{i}"),
-                  helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"y{i}"], name=f"dqy{i}")]
-        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, N]))
-    g = helper.make_graph(nodes, "wide_matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, K])],
-                          outs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 7
-    return m
+    return models.wide_matmuls(k, n, BRANCHES, seed=5, io_dims=(K, N))
 
 
 def peak_mib(*args: str) -> float:

@@ -15,36 +15,19 @@ import textwrap
 import threading
 import time
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import qconv
-from wheel_env import EXAMPLE, build_cli
+from wheel_env import EXAMPLE, ROOT, build_cli
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import models  # noqa: E402  (its builders need numpy and onnx only)
 
 
-def weights_model(k: int, n: int, branches: int, seed: int = 3, scale: float = 0.01) -> onnx.ModelProto:
-    """u8 activations x s8 weights, branches of [k, n] int8 weights each."""
-    rng = np.random.default_rng(seed)
-    scalar = lambda name, v, t: helper.make_tensor(name, t, [], [v])  # noqa: E731
-    inits = [scalar("sx", 2 / 255, TensorProto.FLOAT), scalar("zx", 128, TensorProto.UINT8),
-             scalar("sw", scale, TensorProto.FLOAT), scalar("zw", 0, TensorProto.INT8),
-             scalar("sy", 40 / 255, TensorProto.FLOAT), scalar("zy", 128, TensorProto.UINT8)]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
-             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx")]
-    outs = []
-    for i in range(branches):
-        inits.append(numpy_helper.from_array(rng.integers(-127, 128, (k, n), dtype=np.int8), f"w{i}"))
-        nodes += [helper.make_node("DequantizeLinear", [f"w{i}", "sw", "zw"], [f"wd{i}"], name=f"dqw{i}"),
-                  helper.make_node("MatMul", ["xd", f"wd{i}"], [f"acc{i}"], name=f"matmul{i}"),
-                  helper.make_node("QuantizeLinear", [f"acc{i}", "sy", "zy"], [f"yq{i}"], name=f"qy{i}"),
-                  helper.make_node("DequantizeLinear", [f"yq{i}", "sy", "zy"], [f"y{i}"], name=f"dqy{i}")]
-        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, n]))
-    g = helper.make_graph(nodes, "weights", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, k])], outs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 7
-    return m
+def weights_model(k: int = 2048, n: int = 2048, branches: int = 6, seed: int = 3, scale: float = 0.01) -> onnx.ModelProto:
+    """u8 activations x s8 weights (the saturation check reads each weight in place)."""
+    return models.wide_matmuls(k, n, branches, seed, scale)
 
 
 def save_external(model: onnx.ModelProto, folder: str, name: str = "m.onnx") -> str:
@@ -377,8 +360,9 @@ def test_verify_and_inspect_take_wrong_arguments_as_usage_errors():
         assert e.value.message.startswith(f"{keyword}="), e.value.message
 
 
-def test_the_cli_usage_errors_are_the_apis(tmp_path):
+def test_the_cli_usage_errors_are_the_apis(tmp_path, monkeypatch):
     """What the command refuses with exit 2, the API refuses as UsageError: '-' as a path."""
+    monkeypatch.chdir(tmp_path)  # where a file named '-' would be written (09f6d0c wrote one)
     r = subprocess.run([build_cli(), "convert", EXAMPLE, "-", "--format", "qop"], capture_output=True, text=True)
     assert r.returncode == 2
     for call in (lambda: qconv.convert(EXAMPLE, "-", format="qop"), lambda: qconv.convert("-", format="qop"),
@@ -387,7 +371,7 @@ def test_the_cli_usage_errors_are_the_apis(tmp_path):
         with pytest.raises(qconv.UsageError) as e:
             call()
         assert "'-': qconv reads and writes named files" in e.value.message
-    assert not os.path.exists("-")
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_model_whose_bytesize_raises_says_what_failed():
