@@ -174,8 +174,9 @@ onnx::ModelProto readModelFile(const std::string& path) {
 
 InputModel openModel(const std::string& path) {
   // the model's folder, opened once: the model file and every data file it names are read
-  // from this one folder, whatever its path names meanwhile (a folder swapped by a rename)
-  const int dirfd = open(splitPath(path).dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // from this one folder, whatever its path names meanwhile (a folder swapped by a rename).
+  // O_PATH: search permission is all it needs, as opening the model by its path did
+  const int dirfd = open(splitPath(path).dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0)
     throw Error(ExitCode::BadInput, fmt::format("{}: cannot open: its folder cannot be opened: {}", path, sysError()));
   InputModel in;
