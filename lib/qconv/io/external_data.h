@@ -92,6 +92,8 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   /// opened relative to it, never by the folder's path again. Without it, the folder is opened
   /// by path when the first data file is.
   void adoptFolder(int dirfd);
+  /// The model's folder as adoptFolder got it, or -1.
+  int folderFd() const { return dirfd_; }
   /// (device, inode) of the model file read, or (0, 0).
   void setModelIdentity(uint64_t dev, uint64_t ino) { modelId_ = {dev, ino}; }
   std::pair<uint64_t, uint64_t> modelIdentity() const { return modelId_; }

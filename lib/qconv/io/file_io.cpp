@@ -172,11 +172,12 @@ onnx::ModelProto readModelFile(const std::string& path) {
   return parseWhole(f.fd, size, path);
 }
 
-InputModel openModel(const std::string& path) {
+InputModel openModel(const std::string& path, int folder) {
   // the model's folder, opened once: the model file and every data file it names are read
   // from this one folder, whatever its path names meanwhile (a folder swapped by a rename).
   // O_PATH: search permission is all it needs, as opening the model by its path did
-  const int dirfd = open(splitPath(path).dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  const int dirfd = folder >= 0 ? fcntl(folder, F_DUPFD_CLOEXEC, 0)
+                                : open(splitPath(path).dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0)
     throw Error(ExitCode::BadInput, fmt::format("{}: cannot open: its folder cannot be opened: {}", path, sysError()));
   InputModel in;

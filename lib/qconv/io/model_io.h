@@ -38,8 +38,11 @@ struct InputModel {
 };
 
 /// Read `path` as readModelFile does, the bytes of large initializers aside: they stay in the
-/// file, and only the pages around them are touched. Same errors.
-InputModel openModel(const std::string& path);
+/// file, and only the pages around them are touched. Same errors. The model's folder is opened
+/// once, and the model file and its data files are opened in it; `folder`: that folder already
+/// open (another InputModel's, ExternalFiles::folderFd(): a second read of the same model from
+/// the same folder), duplicated here; -1: opened from the path.
+InputModel openModel(const std::string& path, int folder = -1);
 
 /// A model given as its serialized bytes (the Python API's in-memory form), `name` standing for
 /// it in messages: parsed as openModel parses a file, every tensor in memory (no files). Throws

@@ -110,8 +110,8 @@ struct Failure {
 Failure failureOf(const std::string& input);
 
 /// The model a command reads: the file `path`, or (the Python API) the serialized `bytes`,
-/// which `path` then names in messages (io::parseModel).
-io::InputModel openInput(const std::string& path, const std::string_view* bytes);
+/// which `path` then names in messages (io::parseModel). `folder`: io::openModel's.
+io::InputModel openInput(const std::string& path, const std::string_view* bytes, int folder = -1);
 
 /// The check stage of every command (convert's before the rename, verify's and inspect's in
 /// memory): the ONNX checker on an emitted model. When it fails, the input's fault

@@ -82,8 +82,8 @@ void checkOutputPath(const std::string& path) {
 
 }  // namespace
 
-io::InputModel openInput(const std::string& path, const std::string_view* bytes) {
-  return bytes ? io::parseModel(*bytes, path) : io::openModel(path);
+io::InputModel openInput(const std::string& path, const std::string_view* bytes, int folder) {
+  return bytes ? io::parseModel(*bytes, path) : io::openModel(path, folder);
 }
 
 void checkEmitted(onnx::ModelProto& emitted, const io::FileBacked* file_backed, const std::string& input,

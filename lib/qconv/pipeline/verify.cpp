@@ -92,7 +92,10 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
       options.format_given = false;
       options = withTarget(options);
       options.input_bytes = command.model_bytes;
-      ir::Model again = io::importModel(openInput(command.model, command.model_bytes), command.model);
+      // read again from the folder the first read opened: one model's findings, whatever the
+      // folder's path names meanwhile
+      ir::Model again = io::importModel(openInput(command.model, command.model_bytes, files ? files->folderFd() : -1),
+                                        command.model);
       ItemReport run;
       dryRun(again, options, run);
       for (const Said& s : run.said) {
