@@ -6,6 +6,8 @@
   - opsets 23 to 28 without value_info lower for rknn; onnxruntime 1.32 (and so the QNN EP's
     graph-end Q/DQ) loads up to opset 27: --target onnxruntime and qnn declare 27, verify names 28;
   - an unused com.microsoft import is dropped for the targets that refuse the domain.
+And (issue 47, item 6) refusals quoting the rule that failed for the node: QNN runs a per-tensor
+weight-only op and refuses a per-channel one; ConvInteger and MatMulInteger in each runtime's words.
 The judge is the ONNX reference on the input, as in test_npu_targets.py."""
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import reference  # noqa: E402
 import runtimes  # noqa: E402
 from conftest import run_qconv  # noqa: E402
-from test_npu_targets import STEPS, need, steps_off  # noqa: E402
+from test_npu_targets import MISSING, STEPS, need, steps_off  # noqa: E402
 
 HANG_LIMIT = 30  # s: a model this small builds in 2 to 10 s (runtimes.md)
 
@@ -246,3 +248,70 @@ def test_an_unused_com_microsoft_import_is_dropped_where_the_target_refuses_it(t
     assert ("com.microsoft" in declared(dst)) == kept
     if not kept:
         assert f"the unused import of domain com.microsoft dropped: --target {target} refuses it" in r.stderr
+
+
+# ---- refusals quote the rule that failed for the node (issue 47, item 6) -----------------------
+
+
+def weight_only(path: str, op: str, per_channel: bool) -> str:
+    """A constant dequantized per tensor or per channel, read by a float Sub or MatMul."""
+    rng = np.random.default_rng(0)
+    n = 16
+    shape = [1, n] if op == "Sub" else [32, n]
+    scale = np.full(n, 0.01, np.float32) if per_channel else np.float32(0.01)
+    zero = np.zeros(n, np.int8) if per_channel else np.int8(0)
+    inits = [nh.from_array(rng.integers(-127, 128, shape).astype(np.int8), "w"), nh.from_array(scale, "ws"),
+             nh.from_array(zero, "wz")]
+    x = [1, n] if op == "Sub" else [1, 32]
+    return save(path, [helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], name="dqw", axis=1),
+                       helper.make_node(op, ["x", "wd"], ["y"], name="op")],
+                [helper.make_tensor_value_info("x", T.FLOAT, x)], [helper.make_tensor_value_info("y", T.FLOAT, [1, n])],
+                inits)
+
+
+@pytest.mark.parametrize("op", ["Sub", "MatMul"])
+def test_qnn_runs_a_per_tensor_weight_only_op_and_refuses_a_per_channel_one_in_its_words(op, tmp_path):
+    """09f6d0c refused both, quoting the QNN EP's per-channel message for the per-tensor one too;
+    HTP runs the per-tensor one wholly (CPU fallback disabled)."""
+    need("qnn")
+    src = weight_only(str(tmp_path / "pt.onnx"), op, False)
+    dst = str(tmp_path / "out.onnx")
+    assert run_qconv("convert", src, dst, "--target", "qnn").returncode == 0
+    xs = [np.random.default_rng(1).normal(0, 1, onnx.load(src).graph.input[0].type.tensor_type.shape.dim[1].dim_value)
+          .reshape(1, -1).astype(np.float32)]
+    got = runtimes.run_qnn(dst, xs)  # raises where a node falls back
+    np.testing.assert_allclose(got[0], reference.outputs(src, xs)[0], rtol=1e-2, atol=1e-2)
+    pc = weight_only(str(tmp_path / "pc.onnx"), op, True)
+    r = run_qconv("convert", pc, dst, "--target", "qnn")
+    assert r.returncode == 4 and "takes a per-channel DequantizeLinear only inside a quantized op" in r.stderr
+    with pytest.raises(runtimes.Refused):
+        runtimes.run_qnn(pc, xs)  # what the refusal says: HTP does not take it
+
+
+def integer_op(path: str, op: str) -> str:
+    if op == "ConvInteger":
+        return save(path, [helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], name="intop")],
+                    [helper.make_tensor_value_info("x", T.UINT8, [1, 3, 8, 8])],
+                    [helper.make_tensor_value_info("y", T.INT32, [1, 4, 6, 6])],
+                    [nh.from_array(np.ones((4, 3, 3, 3), np.int8), "w"), nh.from_array(np.uint8(128), "xz")])
+    return save(path, [helper.make_node("MatMulInteger", ["x", "w", "xz"], ["y"], name="intop")],
+                [helper.make_tensor_value_info("x", T.UINT8, [1, 32])], [helper.make_tensor_value_info("y", T.INT32, [1, 16])],
+                [nh.from_array(np.ones((32, 16), np.int8), "w"), nh.from_array(np.uint8(128), "xz")])
+
+
+@pytest.mark.parametrize("op", ["ConvInteger", "MatMulInteger"])
+def test_integer_ops_are_refused_in_the_runtimes_own_words(op, tmp_path):
+    """09f6d0c quoted the QLinearConv/MaxPool text (qnn) and the QLinearConv one (rknn)."""
+    src = integer_op(str(tmp_path / "in.onnx"), op)
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--target", "qnn")
+    assert r.returncode == 4 and "runs neither ConvInteger nor MatMulInteger" in r.stderr and "MaxPool" not in r.stderr
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--target", "rknn")
+    assert r.returncode == 4 and "refuses ConvInteger ('Not Support Dtype: 2" in r.stderr
+    if not MISSING["qnn"]():
+        x = np.zeros([d.dim_value for d in onnx.load(src).graph.input[0].type.tensor_type.shape.dim], np.uint8)
+        with pytest.raises(runtimes.Refused, match=f"Operators of type `{op}` are not supported by QNN EP|CPU EP"):
+            runtimes.run_qnn(src, [x])
+    if op == "ConvInteger":
+        need("rknn")
+        with pytest.raises(runtimes.Refused, match="Not Support Dtype: 2"):
+            runtimes.run_rknn(src, [])

@@ -148,9 +148,15 @@ std::vector<TargetProfile> makeProfiles() {
                                "not support a standalone Q op with per-channel quantization')");
   qnn.blocked = no("QNN HTP (onnxruntime-qnn 2.7) runs blocked weights on the CPU, not the NPU ('BQ MatMul activation must "
                    "be INT16-quantized'; with uint16 activations 'Failed to add BQ MatMul node')");
-  qnn.float_compute = no("QNN HTP (onnxruntime-qnn 2.7) takes a DequantizeLinear only inside a quantized op (DQ inputs, "
-                         "a Q output): with float activations it runs on the CPU ('QNN EP does not support a standalone "
-                         "DQ op with per-channel quantization')");
+  // measured 2026-11-28: "Operators of type `ConvInteger` (`MatMulInteger`) are not supported by QNN EP"
+  qnn.integer_ops = no("QNN HTP (onnxruntime-qnn 2.7) runs neither ConvInteger nor MatMulInteger ('Operators of type "
+                       "`ConvInteger` are not supported by QNN EP')");
+  // measured 2026-11-28: a per-tensor constant DequantizeLinear read by a float Sub or MatMul runs
+  // wholly on HTP; a per-channel one is 'Unsupported nodes in QNN EP: { ... DequantizeLinear }'
+  qnn.float_compute_per_axis_only = true;
+  qnn.float_compute = no("QNN HTP (onnxruntime-qnn 2.7) takes a per-channel DequantizeLinear only inside a quantized op "
+                         "(DQ inputs, a Q output): with float activations it runs on the CPU ('QNN EP does not support a "
+                         "standalone DQ op with per-channel quantization'); a per-tensor one runs");
   qnn.move_on = 0;
   qnn.move_why = "QNN HTP (onnxruntime-qnn 2.7) fails the session on data movement run on an 8-bit tensor (MaxPool 'was "
                  "inserted using the NHWC format ... but was not selected by that EP'): it takes it between DQ and Q";
@@ -170,6 +176,10 @@ std::vector<TargetProfile> makeProfiles() {
   rknn.name = "rknn";
   rknn.runtime = "Rockchip RKNN (rknn-toolkit2 2.5.0, rk3588, optimization level 2; its PC simulator)";
   rknn.summary = "QDQ only, opset 19 or lower, 8-bit, every zero point explicit";
+  // measured 2026-11-28 (its PC simulator): a ConvInteger fails the build; a MatMulInteger builds and
+  // computes exactly on the one model tried, its NPU placement not measured: refused, saying so
+  rknn.integer_ops = no("rknn-toolkit2 2.5 refuses ConvInteger ('Not Support Dtype: 2. please check precision!'); "
+                        "MatMulInteger builds, but qconv has not measured where its NPU runs it");
   rknn.qop = no("rknn-toolkit2 2.5 refuses QOperator ops (a QLinearConv alone: 'Missing quantization parameters'; "
                 "QLinearMatMul graphs fail its shape inference)");
   rknn.contrib = no("rknn-toolkit2 2.5 refuses every com.microsoft op");

@@ -39,6 +39,9 @@ struct TargetProfile {
 
   // ---- the format: which groups become QOp and which stay QDQ
   Limit qop;                   // QOperator ops at all (QLinearConv, QLinearMatMul)
+  /// ConvInteger and MatMulInteger (quantize_dynamic's, left where no scale chain follows them):
+  /// refused with this where it says no; where it allows them, with `qop`'s rule and words.
+  Limit integer_ops;
   Limit qdq;                   // QuantizeLinear/DequantizeLinear pairs
   bool default_qop = false;    // what --target alone writes: --format qop, else qdq
   Limit contrib;               // com.microsoft QLinear* ops (with --contrib); and any com.microsoft op not listed below
@@ -53,6 +56,7 @@ struct TargetProfile {
   Limit per_axis_activation;   // the same on a tensor that is not a constant (per channel only on weights)
   Limit blocked;               // QuantizeLinear/DequantizeLinear with block_size (blocked weights)
   Limit float_compute;         // a dequantized constant read by an op whose output is not quantized (weight-only)
+  bool float_compute_per_axis_only = false;  // float_compute holds for a constant with several scales only
   Limit conv_per_channel;      // QLinearConv with per-channel weight scales
   Limit matmul_per_column;     // QLinearMatMul with per-column b scales
 

@@ -9,7 +9,9 @@
 // activation for TensorRT.
 //
 // A node is refused, under the limit named, when:
-//   1. qop:                it is a QOperator op (QLinearConv, QLinearMatMul, ConvInteger,
+//   1. integer_ops:        it is a ConvInteger or MatMulInteger (quantize_dynamic's, where no scale
+//                          chain follows it), quoting the runtime's words for them; else
+//      qop:                it is a QOperator op (QLinearConv, QLinearMatMul, ConvInteger,
 //                          MatMulInteger) left in a --format qdq output;
 //   2. contrib:            it is in the com.microsoft domain: refused with its own line of the
 //                          profile (contrib_ops: OpenVINO's QLinearAdd wraps around), kept where
@@ -35,7 +37,7 @@
 //                          or one it takes for weights only, elsewhere (int4 activations for TensorRT).
 //   9. float_compute:      it is a DequantizeLinear of a constant read by an op with an output not
 //                          read only by QuantizeLinear: weight-only quantization, whose op computes
-//                          in float (QNN HTP takes a DQ only inside a quantized op).
+//                          in float (QNN HTP takes such a DQ only per tensor: float_compute_per_axis_only).
 // Without --target nothing is checked.
 #include <fmt/format.h>
 
@@ -103,7 +105,9 @@ struct CheckTarget {
     auto no = [](const Limit& limit, const std::string& what = "") {
       return M::unconvertible(what.empty() ? std::string(limit.why) : what + ": " + std::string(limit.why));
     };
-    if (isQOperator(n) && !t.qop.allowed) return no(t.qop);  // (1)
+    const bool integer_op = n.is("ConvInteger") || n.is("MatMulInteger");
+    if (integer_op && !t.integer_ops.allowed) return no(t.integer_ops);  // (1)
+    if (isQOperator(n) && !t.qop.allowed) return no(t.qop);
     if (n.domain() == "com.microsoft") {  // (2) the op's own line of the profile, else the rule for the rest
       if (const ContribOp* c = findContribOp(t, n.opType()))
         return c->why.empty() ? M::none() : M::unconvertible(std::string(c->why));
@@ -118,7 +122,8 @@ struct CheckTarget {
         return no(t.blocked, approximate || !constant ? "it dequantizes in blocks"
                                                       : "it dequantizes in blocks (--approximate requantizes such a "
                                                         "constant per channel, at 8 bits)");
-      if (constant && !t.float_compute.allowed && n.output(0))  // (9)
+      if (constant && !t.float_compute.allowed && n.output(0) &&
+          (!t.float_compute_per_axis_only || severalValues(n.input(1))))  // (9)
         for (const ir::Use& u : n.output(0)->uses())
           for (const ir::Value* out : u.node->outputs())
             if (out && !quantizedOnly(out))

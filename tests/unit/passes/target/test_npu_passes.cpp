@@ -182,8 +182,21 @@ TEST_CASE("check-target: qnn names a per-channel activation and a weight-only op
   for (const auto& s : said)
     named = named || s.find(dqw->label() + ": not run by --target qnn: " + conv->label() +
                             " (Conv) reads it and computes in float: QNN HTP (onnxruntime-qnn 2.7) takes a "
-                            "DequantizeLinear only inside a quantized op") == 0;
+                            "per-channel DequantizeLinear only inside a quantized op") == 0;
   REQUIRE(named);
+}
+
+TEST_CASE("check-target: qnn takes a per-tensor weight-only op (HTP runs it, measured)") {
+  ConvSpec spec;
+  spec.per_channel = false;
+  auto m = convModel(spec).build();
+  qconv::ir::Graph& g = m.graph;
+  auto* conv = only(g, "Conv");
+  auto* relu = g.createNode("Relu", "", {conv->output(0)}, 1, nullptr);
+  g.markGraphOutput(relu->output(0));
+  Reporter r(forTarget("qnn"));
+  qconv::checkTarget(m, r.ctx);
+  for (const auto& s : r.ctx.reports(qconv::Report::Unconvertible)) REQUIRE(s.find("computes in float") == std::string::npos);
 }
 
 TEST_CASE("requantize-blocked: int4 blocks along K become int8 per output column, for qnn with --approximate") {
