@@ -179,13 +179,17 @@ void ExternalFiles::adoptFolder(int dirfd) {
 
 void ExternalFiles::checkUnchanged() const {
   awaitKept();
+  std::map<int, const Span*> furthest;  // per file, the span that ends last: one fstat a file
   for (const Span& s : spans_) {
     if (s.made) continue;
-    const auto m = maps_.find(s.fd);
-    struct stat st {};
-    if ((m != maps_.end() && m->second.file && m->second.file->faulted()) || fstat(s.fd, &st) != 0 ||
-        static_cast<uint64_t>(st.st_size) < s.offset + s.length)
+    const Span*& f = furthest[s.fd];
+    if (!f || s.offset + s.length > f->offset + f->length) f = &s;
+    if (const auto m = maps_.find(s.fd); m != maps_.end() && m->second.file && m->second.file->faulted())
       throw changedWhileRead(s.what);
+  }
+  for (const auto& [fd, s] : furthest) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < s->offset + s->length) throw changedWhileRead(s->what);
   }
 }
 
