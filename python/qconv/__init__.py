@@ -263,9 +263,11 @@ def _source(model: Any, what: str) -> Tuple[bytes, Optional[bytes]]:
     if hasattr(model, "SerializeToString"):  # an onnx.ModelProto
         try:
             size = model.ByteSize()
-        except Exception as e:  # not a 2 GB limit: the object itself is broken
-            raise InvalidModelError(f"{_MEMORY}: the ModelProto cannot be measured: ByteSize() raised "
-                                    f"{type(e).__name__}: {e}", None, 3) from e
+        except Exception as e:
+            if type(e).__name__ != "EncodeError":  # not protobuf's 2 GB limit: the object itself is broken
+                raise InvalidModelError(f"{_MEMORY}: the ModelProto cannot be measured: ByteSize() raised "
+                                        f"{type(e).__name__}: {e}", None, 3) from e
+            size = _TWO_GB + 1  # protobuf cannot even measure one past 2 GB
         data = None
         if isinstance(size, int) and size <= _TWO_GB:
             try:
@@ -322,11 +324,12 @@ def _interruptible() -> bool:
 
 
 def _choice(name: str, value: Optional[str], allowed: Sequence[str]) -> str:
-    if _text(name, value) == "" and value is None:
+    text = _text(name, value)
+    if value is None:
         return ""
-    if value not in allowed:
+    if text not in allowed:
         raise _usage(f"{name}={value!r}: not one of {', '.join(allowed)}")
-    return value
+    return text
 
 
 _TYPES = {"uint8": 2, "int8": 3}  # onnx.TensorProto.UINT8, INT8
