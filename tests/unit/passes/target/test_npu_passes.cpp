@@ -164,16 +164,25 @@ TEST_CASE("requantize-wide: uint16 activations to uint8 for rknn with --approxim
   REQUIRE(q->output(0)->elemType() == TensorProto::UINT8);
 }
 
-TEST_CASE("check-target: qnn names a per-channel activation and a weight-only op, each with HTP's reason") {
+namespace {
+
+/// A conv whose output a float Relu reads, not a Q: its weight's DequantizeLinear is weight-only.
+qconv::ir::Model weightOnlyConv(bool per_channel) {
   ConvSpec spec;
-  spec.per_channel = true;
+  spec.per_channel = per_channel;
   auto m = convModel(spec).build();
-  auto* dqw = nodesOf(m.graph, "DequantizeLinear")[1];
-  // the conv's output read by a float op, not a Q: weight-only
   qconv::ir::Graph& g = m.graph;
-  auto* conv = only(g, "Conv");
-  auto* relu = g.createNode("Relu", "", {conv->output(0)}, 1, nullptr);
+  auto* relu = g.createNode("Relu", "", {only(g, "Conv")->output(0)}, 1, nullptr);
   g.markGraphOutput(relu->output(0));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("check-target: qnn names a per-channel activation and a weight-only op, each with HTP's reason") {
+  auto m = weightOnlyConv(true);
+  auto* dqw = nodesOf(m.graph, "DequantizeLinear")[1];
+  auto* conv = only(m.graph, "Conv");
   Reporter r(forTarget("qnn"));
   qconv::checkTarget(m, r.ctx);
   const auto said = r.ctx.reports(qconv::Report::Unconvertible);
@@ -187,13 +196,7 @@ TEST_CASE("check-target: qnn names a per-channel activation and a weight-only op
 }
 
 TEST_CASE("check-target: qnn takes a per-tensor weight-only op (HTP runs it, measured)") {
-  ConvSpec spec;
-  spec.per_channel = false;
-  auto m = convModel(spec).build();
-  qconv::ir::Graph& g = m.graph;
-  auto* conv = only(g, "Conv");
-  auto* relu = g.createNode("Relu", "", {conv->output(0)}, 1, nullptr);
-  g.markGraphOutput(relu->output(0));
+  auto m = weightOnlyConv(false);
   Reporter r(forTarget("qnn"));
   qconv::checkTarget(m, r.ctx);
   for (const auto& s : r.ctx.reports(qconv::Report::Unconvertible)) REQUIRE(s.find("computes in float") == std::string::npos);
