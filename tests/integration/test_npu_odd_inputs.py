@@ -75,9 +75,16 @@ def runs_on_rknn_as_the_input_computes(src: str, dst: str, input_runs: bool = Fa
 # ---- a packed weight --------------------------------------------------------------------------
 
 
-def packed_weight_model(path: str, dtype: int, zero_point: bool) -> str:
+def packed_weight_model(path: str, dtype: int, zero_point: bool, raw: bool = False) -> str:
+    """`raw`: the weight in raw_data, two 4-bit values a byte, the first in the low nibble (the
+    spec's storage); else in int32_data as onnx.helper.make_tensor writes it."""
     w = np.random.default_rng(0).integers(-8, 8, (K, N)).astype(np.int64) + (8 if dtype == T.UINT4 else 0)
-    inits = [helper.make_tensor("w", dtype, [K, N], w.flatten().tolist()), nh.from_array(np.float32(0.05), "sw4"),
+    if raw:
+        nibbles = (w.flatten() & 0xF).astype(np.uint8)
+        weight = helper.make_tensor("w", dtype, [K, N], (nibbles[0::2] | (nibbles[1::2] << 4)).tobytes(), raw=True)
+    else:
+        weight = helper.make_tensor("w", dtype, [K, N], w.flatten().tolist())
+    inits = [weight, nh.from_array(np.float32(0.05), "sw4"),
              *[p for p in PARAMS if p.name not in ("sw", "zw")]]
     dq = ["w", "sw4"]
     if zero_point:
@@ -89,10 +96,11 @@ def packed_weight_model(path: str, dtype: int, zero_point: bool) -> str:
                 inits, opset=21)
 
 
-@pytest.mark.parametrize("dtype, zero_point", [(T.INT4, True), (T.UINT4, True), (T.INT4, False)],
-                         ids=["int4", "uint4", "int4-no-zero-point"])
-def test_rknn_stores_a_packed_weight_in_8_bits_and_runs_it(dtype, zero_point, tmp_path):
-    src = packed_weight_model(str(tmp_path / "in.onnx"), dtype, zero_point)
+@pytest.mark.parametrize("dtype, zero_point, raw", [(T.INT4, True, False), (T.UINT4, True, False), (T.INT4, False, False),
+                                                    (T.INT4, True, True), (T.UINT4, True, True)],
+                         ids=["int4", "uint4", "int4-no-zero-point", "int4-raw-data", "uint4-raw-data"])
+def test_rknn_stores_a_packed_weight_in_8_bits_and_runs_it(dtype, zero_point, raw, tmp_path):
+    src = packed_weight_model(str(tmp_path / "in.onnx"), dtype, zero_point, raw)
     dst = str(tmp_path / "out.onnx")
     r = run_qconv("convert", src, dst, "--target", "rknn", "-v")
     name = "int4" if dtype == T.INT4 else "uint4"
