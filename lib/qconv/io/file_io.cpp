@@ -49,16 +49,16 @@ class MappedChunks : public google::protobuf::io::ZeroCopyInputStream {
  public:
   static constexpr size_t kChunk = size_t{8} << 20;
 
-  MappedChunks(int fd, size_t size) : map_(fd, size, true), data_(map_.data()), size_(size) {}
+  MappedChunks(int fd, size_t size) : map_(fd, size, true), size_(size) {}
 
-  bool mapped() const { return data_ != nullptr; }
+  bool mapped() const { return map_.data() != nullptr; }
   bool faulted() const { return map_.faulted(); }
 
   bool Next(const void** data, int* size) override {
     release();
     if (pos_ >= size_) return false;
     const size_t n = std::min(kChunk, size_ - pos_);
-    *data = data_ + pos_;
+    *data = map_.data() + pos_;
     *size = static_cast<int>(n);
     pos_ += n;
     return true;
@@ -81,13 +81,12 @@ class MappedChunks : public google::protobuf::io::ZeroCopyInputStream {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     const size_t upto = pos_ / page * page;
     if (upto > released_ + kChunk) {
-      madvise(const_cast<char*>(data_) + released_, upto - released_, MADV_DONTNEED);
+      madvise(const_cast<char*>(map_.data()) + released_, upto - released_, MADV_DONTNEED);
       released_ = upto;
     }
   }
 
   MappedFile map_;
-  const char* data_;
   size_t size_ = 0, pos_ = 0, released_ = 0;
 };
 
