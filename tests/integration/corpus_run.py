@@ -1,0 +1,133 @@
+"""One cell of the real-model matrix (issue 47): a corpus model in one form, converted by qconv for
+one target, then both the input and qconv's output run in that target's runtime and judged
+against the ONNX reference of the input (tests/integration/reference.py). Used by
+test_corpus.py (a fixed part, in CI) and scripts/corpus_matrix.py (the whole matrix, its table
+in docs/targets.md).
+
+"Runs there wholly" is each runtime's own test: QNN with CPU fallback disabled and `soc_model`
+set (QNN_OPTIONS), the session finalizes and runs; RKNN: the build's layer table shows every
+layer that computes on the NPU in 8 or 16 bits; the others: the model loads, compiles and runs."""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+import corpus
+import reference
+import runtimes
+
+# layers of RKNN's table that move no numbers (the graph's ends, a reshape): they may sit on the CPU
+RKNN_HOST_LAYERS = {"InputOperator", "OutputOperator", "Reshape"}
+RKNN_NPU_TYPES = {"INT8", "UINT8", "INT16"}
+FEEDS = 2  # inputs per cell
+SEED = 7   # the tests' inputs (calibration used seed 1000)
+
+
+def qconv_bin() -> str:
+    return os.environ.get("QCONV_BIN", os.path.join(corpus.ROOT, "build", "tools", "qconv"))
+
+
+def output_step(path: str) -> float | None:
+    """The quantization step of the model's first output: the scale of the DequantizeLinear it
+    comes from (through ops that only move data), the largest if per channel; None if none."""
+    m = onnx.load(path)
+    inits = {t.name: t for t in m.graph.initializer}
+    producer = {o: n for n in m.graph.node for o in n.output}
+    name = m.graph.output[0].name
+    for _ in range(16):
+        n = producer.get(name)
+        if n is None:
+            return None
+        if n.op_type == "DequantizeLinear" and n.input[1] in inits:
+            return float(np.max(onnx.numpy_helper.to_array(inits[n.input[1]])))
+        if n.op_type not in ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"):
+            return None
+        name = n.input[0]
+    return None
+
+
+def steps_off(want: list[np.ndarray], got: list[np.ndarray], step: float | None) -> float:
+    """The largest difference, in output steps (or absolute, where the output is not quantized)."""
+    diff = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64).reshape(a.shape))))
+               for a, b in zip(want, got))
+    return diff / step if step else diff
+
+
+def run_wholly(target: str, path: str, xs: list[np.ndarray], precise: bool = False) -> list[np.ndarray]:
+    """The model's outputs in `target`, run wholly there, or runtimes.Refused saying why not.
+    `precise`: OpenVINO at INFERENCE_PRECISION_HINT f32."""
+    if target == "rknn":
+        placed: list = []
+        out = runtimes.run_rknn(path, xs, layers=placed)
+        if not placed:
+            raise runtimes.Refused("its build printed no layer table")
+        off = sorted({f"{op} ({dtype} on the {where})" for op, dtype, where in placed
+                      if op not in RKNN_HOST_LAYERS and (where != "NPU" or dtype not in RKNN_NPU_TYPES)})
+        if off:
+            raise runtimes.Refused("layers not on the NPU in 8 or 16 bits: " + ", ".join(off[:6]))
+        return out
+    if target == "openvino":
+        return runtimes.run_openvino(path, xs, f32=precise)
+    return runtimes.RUNNERS[target](path, xs)
+
+
+@dataclass
+class Cell:
+    model: str
+    form: str
+    target: str
+    exit: int = -1
+    stderr: str = ""
+    out_runs: str = ""        # "yes" or what the runtime said
+    in_runs: str = ""
+    out_steps: float | None = None
+    in_steps: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def refused_nodes(self) -> list[str]:
+        """The lines of an exit-4 refusal that name a node."""
+        return [ln for ln in self.stderr.splitlines() if ": error: " in ln or "will not run" in ln]
+
+
+class Judge:
+    """The reference of each (model, form) input, computed once."""
+
+    def __init__(self, work: str):
+        self.work = work
+        self.cache: dict[tuple[str, str], tuple[list[np.ndarray], list[np.ndarray], float | None]] = {}
+
+    def of(self, name: str, form: str):
+        if (name, form) not in self.cache:
+            src = corpus.path(name, form)
+            xs = corpus.feeds(corpus.entry(name), FEEDS, SEED)
+            self.cache[(name, form)] = (xs, reference.outputs(src, xs), output_step(src))
+        return self.cache[(name, form)]
+
+
+def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
+         extra: tuple[str, ...] = ()) -> Cell:
+    src = corpus.path(name, form)
+    c = Cell(name, form, target + (" f32" if precise else ""))
+    dst = os.path.join(judge.work, f"{name}.{form}.{target}{'.f32' if precise else ''}.onnx")
+    if os.path.exists(dst):
+        os.remove(dst)
+    p = subprocess.run([qconv_bin(), "convert", src, dst, "--target", target, *extra],
+                       capture_output=True, text=True, timeout=600)
+    c.exit, c.stderr = p.returncode, p.stderr
+    xs, want, step = judge.of(name, form)
+    try:
+        c.in_steps = steps_off(want, run_wholly(target, src, xs, precise), step)
+        c.in_runs = "yes"
+    except runtimes.Refused as e:
+        c.in_runs = str(e)
+    if c.exit == 0:
+        try:
+            c.out_steps = steps_off(want, run_wholly(target, dst, xs, precise), step)
+            c.out_runs = "yes"
+        except runtimes.Refused as e:
+            c.out_runs = str(e)
+    return c
