@@ -11,6 +11,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 SHAPE = [1, 8, 6, 6]
+IN_STEP = 4 / 255  # the probe's input and output steps
 ZP = {"uint8": (TensorProto.UINT8, 128), "int8": (TensorProto.INT8, 0), "uint16": (TensorProto.UINT16, 32768)}
 
 
@@ -23,9 +24,20 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
     c = SHAPE[1]
     rng = np.random.default_rng(0)
     if op == "BatchNormalization":
-        inits = [_c("bn_s", rng.uniform(0.5, 1.5, c).astype(np.float32)), _c("bn_b", rng.uniform(-1, 1, c).astype(np.float32)),
-                 _c("bn_m", rng.uniform(-1, 1, c).astype(np.float32)), _c("bn_v", rng.uniform(0.5, 2, c).astype(np.float32))]
-        return [helper.make_node(op, [x, "bn_s", "bn_b", "bn_m", "bn_v"], [y])], inits
+        params = {"bn_s": rng.uniform(0.5, 1.5, c), "bn_b": rng.uniform(-1, 1, c), "bn_m": rng.uniform(-1, 1, c),
+                  "bn_v": rng.uniform(0.5, 2, c)}
+        if variant != "quantized parameters":
+            return [helper.make_node(op, [x, *params], [y])], [_c(k, v.astype(np.float32)) for k, v in params.items()]
+        # as quantize_static writes it: the scale an int8 constant per tensor, the bias int32 at
+        # the input's step times the scale's, each dequantized; mean and variance float
+        step = float(np.max(np.abs(params["bn_s"]))) / 127
+        bias_step = IN_STEP * step
+        inits = [_c("bn_s_q", np.round(params["bn_s"] / step).astype(np.int8)), _c("bn_s_step", np.float32(step)),
+                 _c("bn_b_q", np.round(params["bn_b"] / bias_step).astype(np.int32)), _c("bn_b_step", np.float32(bias_step)),
+                 _c("bn_m", params["bn_m"].astype(np.float32)), _c("bn_v", params["bn_v"].astype(np.float32))]
+        return [helper.make_node("DequantizeLinear", ["bn_s_q", "bn_s_step"], ["bn_s"]),
+                helper.make_node("DequantizeLinear", ["bn_b_q", "bn_b_step"], ["bn_b"]),
+                helper.make_node(op, [x, *params], [y])], inits
     if op == "LayerNormalization":
         inits = [_c("ln_s", rng.uniform(0.5, 1.5, SHAPE[-1]).astype(np.float32)),
                  _c("ln_b", rng.uniform(-1, 1, SHAPE[-1]).astype(np.float32))]
@@ -38,6 +50,27 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
                 helper.make_node("Clip", [x, "lo", "hi"], [y])], [_c("half", np.float32(0.5))]
     if op == "Clip":
         return [helper.make_node("Clip", [x, "lo", "hi"], [y])], [_c("lo", np.float32(-1)), _c("hi", np.float32(1))]
+    if op == "Reshape" and variant == "shape through Cast":
+        # [batch, -1], the batch read off the tensor in int32 between two Casts (Paddle's export)
+        return [helper.make_node("Shape", [x], ["shape64"]),
+                helper.make_node("Cast", ["shape64"], ["shape"], to=TensorProto.INT32),
+                helper.make_node("Slice", ["shape", "zero", "one"], ["batch32"]),
+                helper.make_node("Cast", ["batch32"], ["batch"], to=TensorProto.INT64),
+                helper.make_node("Concat", ["batch", "minus_one"], ["flat_shape"], axis=0),
+                helper.make_node("Reshape", [x, "flat_shape"], ["flat"], name="probe"),
+                helper.make_node("Reshape", ["flat", "back"], [y])], [
+            _c("zero", np.array([0], np.int32)), _c("one", np.array([1], np.int32)),
+            _c("minus_one", np.array([-1], np.int64)), _c("back", np.array(SHAPE, np.int64))]
+    if op == "Reshape":
+        return [helper.make_node("Reshape", [x, "shape"], [y])], [_c("shape", np.array(SHAPE, np.int64))]
+    if op == "LSTM":  # the 8 channels as 8 steps of 36 features, hidden size 36, back to the shape
+        n = SHAPE[2] * SHAPE[3]
+        return [helper.make_node("Reshape", [x, "seq_shape"], ["seq"]),
+                helper.make_node("LSTM", ["seq", "lstm_w", "lstm_r"], ["lstm_y"], hidden_size=n),
+                helper.make_node("Reshape", ["lstm_y", "out_shape"], [y])], [
+            _c("seq_shape", np.array([SHAPE[1], 1, n], np.int64)), _c("out_shape", np.array(SHAPE, np.int64)),
+            _c("lstm_w", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)),
+            _c("lstm_r", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32))]
     if op == "LeakyRelu":
         return [helper.make_node(op, [x], [y], alpha=0.1)], []
     if op == "HardSigmoid":
@@ -47,9 +80,11 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
 
 def model(op: str, form: str, variant: str = "") -> onnx.ModelProto:
     nodes, inits = _op(op, "xf" if form != "float" else "x", "yf" if form != "float" else "y", variant)
+    if not any(n.name == "probe" for n in nodes):  # the op itself: what a refusal names
+        next(n for n in reversed(nodes) if n.op_type == op).name = "probe"
     if form != "float":
         t, zp = ZP[form]
-        inits += [_c("s_in", np.float32(4 / 255)), _c("s_out", np.float32(4 / 255)),
+        inits += [_c("s_in", np.float32(IN_STEP)), _c("s_out", np.float32(IN_STEP)),
                   numpy_helper.from_array(np.array(zp, dtype=helper.tensor_dtype_to_np_dtype(t)), "zp")]
         nodes = ([helper.make_node("QuantizeLinear", ["x", "s_in", "zp"], ["xq"]),
                   helper.make_node("DequantizeLinear", ["xq", "s_in", "zp"], ["xf"])] + nodes +

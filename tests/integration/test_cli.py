@@ -118,7 +118,7 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after requantize-symmetric", "; IR after requantize-blocked", "; IR after requantize-wide", "; IR after add-zero-points",
                        "; IR after check-zero-points",
                        "; IR after check-saturation", "; IR after redeclare-opset", "; IR after check-target",
-                       "; IR after refuse-foreign-ops"]
+                       "; IR after check-ops", "; IR after refuse-foreign-ops"]
     assert "= QLinearConv(" in r.stdout
 
 
@@ -142,7 +142,7 @@ def test_passes_lists_the_registry():
                                                      "lower-integer-ops,lift-float-form,pair-qdq,scalarize-one-channel,requantize-per-tensor,shift-types,"
                                                      "dequantize-moves,widen-packed,matmul-as-conv,fold-dequantized-constants,requantize-symmetric,"
                                                      "requantize-blocked,requantize-wide,add-zero-points,check-zero-points,check-saturation,"
-                                                     "redeclare-opset,check-target,refuse-foreign-ops") in r.stdout
+                                                     "redeclare-opset,check-target,check-ops,refuse-foreign-ops") in r.stdout
     # every stage shows, the hidden ones included
     for stage in ("validate", "redeclare-opset", "refuse-foreign-ops"):
         assert any(line.split()[0] == stage for line in r.stdout.splitlines() if line.strip())

@@ -12,6 +12,7 @@
 #include "qconv/analysis/annotation.h"
 #include "qconv/analysis/quant_sites.h"
 #include "qconv/passes/common/contrib_defs.h"
+#include "qconv/passes/common/opset_history.h"
 #include "qconv/analysis/representation.h"
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
@@ -318,16 +319,19 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
 
   ctx.setPass("check-target");
   checkTarget(model, ctx);  // what the runtime cannot run in the model as it is (nothing without a target)
+  ctx.setPass("check-ops");
+  checkOps(model, ctx);  // what its measured per-op table says it does not run
   for (const Said& s : ctx.said())
     if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);
   if (const TargetProfile* t = options.target) {  // an opset its runtime does not load: the model as it is fails there
     const int64_t declared = ir::defaultOpset(model);
-    const int64_t nearest = declared < t->opset_min ? t->opset_min : t->opset_max && declared > t->opset_max ? t->opset_max : 0;
+    const int64_t floor = targetOpsetMin(*t, model);
+    const int64_t nearest = declared < floor ? floor : t->opset_max && declared > t->opset_max ? t->opset_max : 0;
     if (declared && nearest)
       out.add("target", "opset_import", "",
               fmt::format("the model declares ai.onnx opset {}, which {} does not load (it reads {} to {}); convert "
                           "--target {} declares {} where every node keeps its meaning",
-                          declared, t->runtime, t->opset_min, t->opset_max ? fmt::format("{}", t->opset_max) : "any newer",
+                          declared, t->runtime, floor, t->opset_max ? fmt::format("{}", t->opset_max) : "any newer",
                           t->name, nearest));
   }
 

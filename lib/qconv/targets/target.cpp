@@ -112,6 +112,14 @@ std::vector<TargetProfile> makeProfiles() {
   tvm.contrib = no("TVM 0.27's ONNX frontend has no com.microsoft quantized op");
   tvm.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::UINT16,
                      onnx::TensorProto::INT32};
+  tvm.op_rules_measured = "apache-tvm 0.27.0.post1, 2026-11-28";
+  tvm.op_rules = {
+      {"LSTM", OpForm::kAny, 0, -1, "",
+       "TVM 0.27's ONNX frontend has no LSTM ('The following operators are not supported for frontend ONNX: LSTM')"},
+      {"Reshape", OpForm::kAny, 0, 1, "Cast",
+       "TVM 0.27's ONNX frontend takes a computed shape only as Shape, Slice, Concat..., not through a Cast ('Reshape "
+       "requires the input new shape to be Shape. However, the given one is relax.TensorType')"},
+  };
   tvm.types_why = "TVM 0.27 runs 8- and 16-bit quantization only: its 4- and 2-bit constants fail to load (TensorCopyFromBytes) "
                   "and its QuantizeLinear takes no float8 or float4 (measured)";
   all.push_back(tvm);
@@ -132,6 +140,10 @@ std::vector<TargetProfile> makeProfiles() {
   aidge.move_on = kInt8;
   aidge.move_why = "Aidge 0.10.1 moves 8-bit data on int8 only: it has no uint8 kernel for MaxPool or Resize ('missing or "
                    "invalid registrar key [uint8 ...]')";
+  aidge.op_rules_measured = "aidge-core, aidge-onnx, aidge-backend-cpu 0.10.1, 2026-11-28";
+  aidge.op_rules = {{"LSTM", OpForm::kAny, 0, -1, "",
+                     "Aidge 0.10.1 does not schedule an imported LSTM ('Pop operator requires known, non-empty, input dims "
+                     "for scheduling')"}};
   aidge.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT32};
   aidge.types_why = "Aidge 0.10.1 runs 8-bit quantization (and int32 biases) only";
   all.push_back(aidge);
@@ -165,7 +177,29 @@ std::vector<TargetProfile> makeProfiles() {
                      onnx::TensorProto::INT32, 22 /* INT4 */};
   qnn.types_why = "QNN HTP (onnxruntime-qnn 2.7) quantizes to 8 and 16 bits, and takes int4 weights, only (measured)";
   qnn.weight_only_types = {22 /* INT4 */};
-  qnn.opset_min = 13;  // per-axis QuantizeLinear/DequantizeLinear
+  // measured 2026-11-28 (test_op_tables.py, soc_model 60, CPU fallback disabled): int8 HardSigmoid,
+  // LeakyRelu and Neg are 'Unsupported nodes in QNN EP' while uint8 and uint16 ones run; 8-bit
+  // activations are therefore stored as uint8 (exact: every zero point moves by 128)
+  qnn.activation_type = onnx::TensorProto::UINT8;
+  qnn.op_rules_measured = "onnxruntime-qnn 2.7.0 (QNN HTP simulator, soc_model 60), 2026-11-28";
+  const std::string_view qnn_int8 = "QNN HTP (onnxruntime-qnn 2.7) runs it on uint8 and uint16 activations, not int8 "
+                                    "('Unsupported nodes in QNN EP'; convert --target qnn stores them as uint8)";
+  const std::string_view qnn_bounds = "QNN HTP (onnxruntime-qnn 2.7) takes Clip with constant bounds only ('QNN doesn't "
+                                      "support dynamic min/max')";
+  qnn.op_rules = {
+      {"HardSigmoid", OpForm::kQuantized, onnx::TensorProto::INT8, -1, "", qnn_int8},
+      {"LeakyRelu", OpForm::kQuantized, onnx::TensorProto::INT8, -1, "", qnn_int8},
+      {"Neg", OpForm::kQuantized, onnx::TensorProto::INT8, -1, "", qnn_int8},
+      // BatchNormalization on int8 runs with float parameters, not with quantize_static's dequantized ones
+      {"BatchNormalization", OpForm::kQuantized, onnx::TensorProto::INT8, 1, "", qnn_int8},
+      {"Erf", OpForm::kAny, 0, -1, "", "QNN HTP (onnxruntime-qnn 2.7) has no Erf, float or quantized ('Unsupported nodes in QNN EP')"},
+      {"Clip", OpForm::kAny, 0, 1, "", qnn_bounds},
+      {"Clip", OpForm::kAny, 0, 2, "", qnn_bounds},
+  };
+  // measured 2026-11-28: per-tensor QDQ models declared at opsets 11 and 12 (the corpus's PP-OCR and
+  // YOLO models) run; a per-axis QuantizeLinear/DequantizeLinear needs 13, as ONNX says
+  // (redeclare-opset raises to it then: opsetFloor)
+  qnn.opset_min = 10;
   // measured 2026-11-28: onnxruntime-qnn's default offload_graph_io_quantization runs the graph
   // input's Q and output's DQ on onnxruntime's CPU kernels, which stop at opset 27 (above)
   qnn.opset_max = 27;
@@ -196,7 +230,7 @@ std::vector<TargetProfile> makeProfiles() {
                         "builds";
   rknn.explicit_zero_points = "rknn-toolkit2 2.5's constant folding fails on a DequantizeLinear without its zero point "
                               "input ('list index out of range'), as qconv writes an int32 bias";
-  rknn.opset_min = 13;
+  rknn.opset_min = 10;  // measured 2026-11-28: opset 11 and 12 QDQ models build; per axis needs 13 (opsetFloor)
   rknn.saturating_kernels = "";
   all.push_back(rknn);
 

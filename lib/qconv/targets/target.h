@@ -29,6 +29,24 @@ struct ContribOp {
   std::string_view why;
 };
 
+/// How a node is given to a runtime, as the per-op support tables tell them apart.
+enum class OpForm : uint8_t {
+  kAny,        // every form
+  kFloat,      // on float tensors: its input 0 does not come from a DequantizeLinear
+  kQuantized,  // between DequantizeLinear and QuantizeLinear: input 0 from a DequantizeLinear
+};
+
+/// An op a runtime does not run in some form, measured there: check-ops refuses such a node
+/// with `why`. tests/integration/test_op_tables.py runs each rule's probe in its runtime.
+struct OpRule {
+  std::string_view op;
+  OpForm form = OpForm::kAny;
+  int32_t type = 0;             // kQuantized: only when input 0 is dequantized from this type (0: any)
+  int non_constant_input = -1;  // >= 0: only when this input is not a constant (an initializer or a Constant node)
+  std::string_view through;     // non-empty: only when a node of this type computes that input (a Cast in a shape)
+  std::string_view why;         // the runtime's words
+};
+
 /// 8-bit storage types, as a set.
 enum : uint8_t { kUint8 = 1, kInt8 = 2 };
 
@@ -77,8 +95,12 @@ struct TargetProfile {
   /// Of those, the types it takes for weights only: a DequantizeLinear of a constant.
   std::vector<int32_t> weight_only_types;
 
+  // ---- ops: what it does not run, per op and form (measured; `op_rules_measured` says on what)
+  std::vector<OpRule> op_rules;
+  std::string_view op_rules_measured;
+
   // ---- the rest
-  int64_t opset_min = 1;        // the default-domain opsets it reads
+  int64_t opset_min = 1;        // the default-domain opsets it reads (a model with per-axis Q/DQ needs 13 anyway)
   int64_t opset_max = 0;        // 0: none known above what qconv writes
   /// Non-empty: a 2-D MatMul whose A is a quantized graph input is written as a 1x1 Conv between
   /// Unsqueeze and Squeeze (matmul-as-conv), and this says why (RKNN's build never ends on it).

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "qconv/ir/ir.h"
+#include "qconv/targets/target.h"
 
 namespace qconv {
 
@@ -29,6 +30,13 @@ bool isKnownOperator(const std::string& op, int64_t opset);
 /// Why `model`'s default opset cannot be raised from `from` to `to`: the first ai.onnx node
 /// that does not keep its meaning, named; empty when every one does (or from >= to).
 std::string opsetRaiseBlocker(const ir::Model& model, int64_t from, int64_t to);
+
+/// The lowest default-domain opset `model` can declare as it is: 13 with a per-axis
+/// QuantizeLinear/DequantizeLinear (an axis, or a scale of more than one value), else 1.
+int64_t opsetFloor(const ir::Model& model);
+
+/// The lowest opset --target `t` takes for `model`: its profile's, raised to opsetFloor.
+int64_t targetOpsetMin(const TargetProfile& t, const ir::Model& model);
 
 /// Declare `model`'s default opset `to` (ai.onnx, "" or "ai.onnx").
 void declareOpset(ir::Model& model, int64_t to);

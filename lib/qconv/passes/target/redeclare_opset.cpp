@@ -3,8 +3,14 @@
 // With a --target whose runtime refuses com.microsoft ops (rknn, qnn), an import of that domain
 // no node uses (in the graph, a subgraph or a local function) is dropped.
 //
-// Before:  opset_import { "": 13 }   After:  opset_import { "": N }   (no node changes)
-// The conditions each node must meet are in opset_history.h. A node that fails them is
+// Before:  opset_import { "": 11 }   After:  opset_import { "": 13 }
+//           Softmax(x) axis=1 (x: rank 2)           Softmax(x) axis=1 (explicit)
+// The conditions each node must meet are in opset_history.h; besides them:
+//   1. Softmax, LogSoftmax and Hardmax crossing version 13 (which changed what axis means: the
+//      input coerced to 2-D there before, one axis after) keep their meaning only on the last
+//      axis of an input of known rank; the node then gets its axis written out (the two
+//      versions' defaults differ: 1 before, -1 after), which changes nothing else.
+// A node that fails them is
 // unconvertible (its text names the version in the way), so refuse-foreign-ops, right after,
 // refuses the model with it (exit 4) and the opset stays as declared.
 #include "qconv/passes/common/opset_history.h"
@@ -20,6 +26,7 @@
 #include "qconv/passes/common/element_types.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/driver.h"
+#include "qconv/quant.h"
 
 namespace qconv {
 
@@ -67,9 +74,46 @@ bool common(const std::string& type) {
   return std::any_of(std::begin(kCommon), std::end(kCommon), [&](const char* c) { return type == c; });
 }
 
-/// Why `n` cannot move across version `v` of its operator, or empty.
-std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& known) {
-  if (*v.changed) return v.changed;
+bool isAxisCoercing(std::string_view op) { return op == "Softmax" || op == "LogSoftmax" || op == "Hardmax"; }
+
+bool keepsShape(const ir::Node* n) {
+  return n && (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear" || n->opType() == "Identity");
+}
+
+/// The rank of `v` where its shape is declared (symbolic dims count), or that of a value a chain
+/// of QuantizeLinear/DequantizeLinear/Identity joins it to, either way (a quantizer adds values it
+/// declares no shape for); else -1.
+int64_t declaredRank(const ir::Value* v, const ir::Value* from = nullptr, int depth = 0) {
+  if (!v) return -1;
+  if (const auto* t = v->initializer()) return t->dims_size();
+  if (v->info() && v->info()->type().tensor_type().has_shape()) return v->info()->type().tensor_type().shape().dim_size();
+  if (depth >= 8) return -1;
+  if (const ir::Node* p = v->producer(); keepsShape(p) && p->input(0) != from)
+    if (int64_t r = declaredRank(p->input(0), v, depth + 1); r >= 0) return r;
+  for (const auto& use : v->uses())
+    if (keepsShape(use.node) && use.index == 0 && use.node->output(0) != from)
+      if (int64_t r = declaredRank(use.node->output(0), v, depth + 1); r >= 0) return r;
+  return -1;
+}
+
+/// Condition 1: for a Softmax-like node declared at `declared`, its axis as a non-negative
+/// number when it is the last of an input of known rank (the output's rank serves too); or -1.
+int64_t lastAxis(const ir::Node& n, int64_t declared) {
+  int64_t rank = declaredRank(n.input(0));
+  if (rank < 0) rank = declaredRank(n.output(0));
+  if (rank < 1) return -1;
+  int64_t axis = n.attrInt("axis", declared < 13 ? 1 : -1);
+  if (axis < 0) axis += rank;
+  return axis == rank - 1 ? axis : -1;
+}
+
+/// Why `n` (declared at `declared`) cannot move across version `v` of its operator, or empty.
+std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& known, int64_t declared) {
+  if (*v.changed && !(isAxisCoercing(v.op) && v.since == 13 && lastAxis(n, declared) >= 0)) {
+    if (isAxisCoercing(v.op))
+      return fmt::format("{} (the versions agree on the last axis of an input of known rank only)", v.changed);
+    return v.changed;
+  }
   auto used = [](const std::vector<ir::Value*>& vals) {
     size_t k = vals.size();
     while (k && !vals[k - 1]) --k;
@@ -100,7 +144,7 @@ std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& k
   return "";
 }
 
-std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi, const ElementTypes& types) {
+std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi, const ElementTypes& types, int64_t declared) {
   for (const auto& a : n.proto().attribute())
     if (a.has_g() || a.graphs_size()) return "its subgraph's nodes are not checked (qconv moves no subgraph to another opset)";
   bool exists_at_lo = false, known = false;
@@ -109,7 +153,7 @@ std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi, const ElementTy
     known = true;
     if (v.since <= lo) exists_at_lo = true;
     if (v.since > lo && v.since <= hi)
-      if (std::string why = blocker(n, v, types); !why.empty()) return fmt::format("{} version {} is in the way: {}", v.op, v.since, why);
+      if (std::string why = blocker(n, v, types, declared); !why.empty()) return fmt::format("{} version {} is in the way: {}", v.op, v.since, why);
   }
   if (!known) return fmt::format("{} is not an ai.onnx operator qconv knows the history of", n.opType());
   if (!exists_at_lo) return fmt::format("{} does not exist at opset {}", n.opType(), lo);
@@ -136,7 +180,7 @@ struct RedeclareOpset {
   }
   Match<Group> select(ir::Node& n) {
     if (blocked) return Match<Group>::none();
-    std::string why = checkNode(n, lo, hi, known);
+    std::string why = checkNode(n, lo, hi, known, declared);
     if (why.empty()) return Match<Group>::none();
     blocked = true;
     return Match<Group>::unconvertible(why);
@@ -152,13 +196,26 @@ std::string opsetRaiseBlocker(const ir::Model& model, int64_t from, int64_t to) 
   const ElementTypes known(model.graph, from);
   for (const ir::Node* n : model.graph.nodes())
     if (n->domain().empty())
-      if (std::string why = checkNode(*n, from, to, known); !why.empty())
+      if (std::string why = checkNode(*n, from, to, known, from); !why.empty())
         return fmt::format("node '{}' ({}) does not keep its meaning from opset {} to {}: {}", n->label(), n->opType(), from,
                            to, why);
   return "";
 }
 
 void declareOpset(ir::Model& model, int64_t to) {
+  const int64_t from = ir::defaultOpset(model);
+  if ((from < 13) != (to < 13))  // condition 1: the axis written out (checked to be the last)
+    for (ir::Node* n : model.graph.nodes())
+      if (n->domain().empty() && isAxisCoercing(n->opType())) {
+        const int64_t axis = lastAxis(*n, from);
+        if (axis < 0) continue;  // not reached: checkNode refused it
+        auto* attrs = n->mutableProto().mutable_attribute();
+        auto it = std::find_if(attrs->begin(), attrs->end(), [](const onnx::AttributeProto& a) { return a.name() == "axis"; });
+        onnx::AttributeProto* a = it != attrs->end() ? &*it : n->mutableProto().add_attribute();
+        a->set_name("axis");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(axis);
+      }
   for (auto& op : *model.shell.mutable_opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(to);
 }
@@ -214,7 +271,7 @@ void redeclareOpset(ir::Model& model, PassContext& ctx) {
   std::string_view for_target;
   if (!target) {  // --target: the nearest opset its runtime reads
     const TargetProfile& t = ctx.target();
-    if (declared < t.opset_min) target = t.opset_min;
+    if (const int64_t floor = targetOpsetMin(t, model); declared < floor) target = floor;
     else if (t.opset_max && declared > t.opset_max) target = t.opset_max;
     for_target = t.name;
   }
@@ -226,6 +283,20 @@ void redeclareOpset(ir::Model& model, PassContext& ctx) {
   applyRule(model.graph, ctx, rule);
   if (ctx.reports(Report::Unconvertible).size() != before) return;  // refuse-foreign-ops refuses the model
   declareOpset(model, target);
+}
+
+int64_t opsetFloor(const ir::Model& model) {
+  for (const ir::Node* n : model.graph.nodes()) {
+    if (!isQuantize(*n) && !isDequantize(*n)) continue;
+    const ir::Value* scale = n->input(1);
+    if (n->attribute("axis") || (scale && scale->isConstant() && ir::numElements(*scale->initializer()).value_or(1) > 1))
+      return 13;
+  }
+  return 1;
+}
+
+int64_t targetOpsetMin(const TargetProfile& t, const ir::Model& model) {
+  return std::max(t.opset_min, opsetFloor(model));
 }
 
 int64_t newestKnownOpset() {

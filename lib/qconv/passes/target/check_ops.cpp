@@ -1,0 +1,104 @@
+// check-ops (--target NAME): each node its runtime's per-op table says it does not run, in the
+// form the node has, is refused. An analysis: it changes nothing.
+//
+// Before/After: the same graph. A node is reported Unconvertible with the rule's words (the
+// runtime's own), and refuse-foreign-ops, right after, refuses the model (exit 4), when a rule
+// of the profile's op_rules (targets/target.h; measured, each rule's probe in
+// tests/integration/test_op_tables.py) matches it:
+//   1. the node is in the default domain and is the rule's op;
+//   2. its form is the rule's: quantized when input 0 comes from a DequantizeLinear of a tensor
+//      that is not a constant (the rule's type, when it names one, is that tensor's), else float;
+//   3. when the rule names an input, that input is present and not a constant (an initializer
+//      or a Constant node's output), and, when the rule names an op it goes `through`, a node of
+//      that type is among the (at most 64) nodes that compute it.
+// The passes before chose the forms the target runs where an exact one exists (shift-types
+// stores QNN's activations as uint8, where its int8 rules do not hold); what reaches this pass
+// has none. Without --target, or for a profile without op rules, nothing is checked.
+#include <fmt/format.h>
+
+#include <set>
+#include <vector>
+
+#include "qconv/ir/tensor.h"
+#include "qconv/passes/driver.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+bool constantValue(const ir::Value* v) {
+  return v && (v->isConstant() || (v->producer() && v->producer()->is("Constant")));
+}
+
+/// Condition 2: the quantized type input 0 is dequantized from, or 0 when the node computes in float.
+int32_t quantizedFrom(const ir::Node& n) {
+  const ir::Value* x = n.input(0);
+  const ir::Node* dq = x ? x->producer() : nullptr;
+  if (!dq || !isDequantize(*dq) || !dq->input(0) || constantValue(dq->input(0))) return 0;
+  int32_t type = ir::elementType(*dq->input(0));
+  if (!type && dq->input(2)) type = ir::elementType(*dq->input(2));  // the zero point's: the quantized type
+  return type ? type : -1;  // -1: quantized, its type unknown
+}
+
+/// Condition 3's `through`: a node of type `op` computes `v` (searching at most 64 producers).
+bool computedThrough(const ir::Value* v, std::string_view op) {
+  std::vector<const ir::Value*> todo{v};
+  std::set<const ir::Node*> seen;
+  while (!todo.empty() && seen.size() < 64) {
+    const ir::Node* p = todo.back()->producer();
+    todo.pop_back();
+    if (!p || !seen.insert(p).second) continue;
+    if (p->opType() == op) return true;
+    for (const ir::Value* in : p->inputs())
+      if (in && !in->isConstant()) todo.push_back(in);
+  }
+  return false;
+}
+
+bool matches(const OpRule& r, const ir::Node& n, int32_t from) {
+  if (n.opType() != r.op) return false;  // (1)
+  if (r.form == OpForm::kFloat && from) return false;  // (2)
+  if (r.form == OpForm::kQuantized && (!from || (r.type && from != r.type))) return false;
+  if (r.non_constant_input >= 0) {  // (3)
+    const ir::Value* v = n.input(static_cast<size_t>(r.non_constant_input));
+    if (!v || constantValue(v)) return false;
+    if (!r.through.empty() && !computedThrough(v, r.through)) return false;
+  }
+  return true;
+}
+
+/// What about the node the rule matched: "HardSigmoid on int8", "Clip in float, its input 1 computed".
+std::string formText(const OpRule& r, int32_t from) {
+  std::string text = from > 0 ? fmt::format("{} on {}", r.op, ir::typeName(from)) : from ? fmt::format("quantized {}", r.op)
+                                                                                          : fmt::format("{} in float", r.op);
+  if (r.non_constant_input >= 0)
+    text += r.through.empty() ? fmt::format(", its input {} not a constant", r.non_constant_input)
+                              : fmt::format(", its input {} computed through a {}", r.non_constant_input, r.through);
+  return text;
+}
+
+struct CheckOps {
+  struct Group {};
+  const TargetProfile& t;
+
+  bool root(const ir::Node& n) const { return n.domain().empty(); }
+  std::string declined(const ir::Node&) const { return fmt::format("not run by --target {}", t.name); }
+  Match<Group> select(ir::Node& n) {
+    const int32_t from = quantizedFrom(n);
+    for (const OpRule& r : t.op_rules)
+      if (matches(r, n, from)) return Match<Group>::unconvertible(fmt::format("{}: {}", formText(r, from), r.why));
+    return Match<Group>::none();
+  }
+  void rewrite(ir::Graph&, Group&, PassContext&) {}
+};
+
+}  // namespace
+
+void checkOps(ir::Model& model, PassContext& ctx) {
+  if (!ctx.options().target || ctx.options().target->op_rules.empty()) return;
+  CheckOps rule{*ctx.options().target};
+  applyRule(model.graph, ctx, rule);
+}
+
+}  // namespace qconv

@@ -1,0 +1,110 @@
+"""The per-op support tables of the target profiles (OpRule, lib/qconv/targets/target.cpp), held
+against the runtimes themselves (issue 47): every probe below is one op alone in one form
+(op_probes.py), with what the installed runtime was measured to do with it. For each:
+
+1. the runtime still does that (a new runtime version that changes it fails here, loudly);
+2. `qconv verify --target T` names the op exactly when T does not run it;
+3. `qconv convert --target T` exits 0 only with an output T runs wholly, and exits 4 only where
+   the input does not run there either (qconv refuses nothing T would have run), naming the op.
+
+QNN: HTP simulator with CPU fallback disabled and soc_model set (runtimes.QNN_OPTIONS). A form a
+table leaves out was not measured."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import onnx
+import pytest
+
+import op_probes
+import runtimes
+from conftest import run_qconv
+
+ALL = ("float", "uint8", "int8", "uint16")
+
+
+def runs(forms_that_run: tuple[str, ...]) -> dict[str, bool]:
+    return {f: f in forms_that_run for f in ALL}
+
+
+# (op, variant) -> form -> whether QNN HTP runs it (measured 2026-11-28, onnxruntime-qnn 2.7.0)
+QNN = {
+    ("HardSigmoid", ""): runs(("float", "uint8", "uint16")),
+    ("LeakyRelu", ""): runs(("float", "uint8", "uint16")),
+    ("Neg", ""): runs(("float", "uint8", "uint16")),
+    ("BatchNormalization", "quantized parameters"): runs(("uint8", "uint16")),
+    ("BatchNormalization", ""): runs(ALL),
+    ("Erf", ""): runs(()),
+    ("Clip", "computed bounds"): runs(()),
+    ("Clip", ""): runs(ALL),
+    ("HardSwish", ""): runs(ALL),
+    ("Sigmoid", ""): runs(ALL),
+    ("Softmax", ""): runs(ALL),
+    ("LayerNormalization", ""): runs(ALL),
+    ("Gelu", ""): runs(ALL),
+}
+# measured 2026-11-28: apache-tvm 0.27.0.post1; aidge 0.10.1 (float and 8-bit forms)
+EIGHT = ("float", "uint8", "int8")
+TVM = {
+    ("LSTM", ""): {f: False for f in EIGHT},
+    ("Reshape", "shape through Cast"): {f: False for f in EIGHT},
+    ("Reshape", ""): {f: True for f in EIGHT},
+    ("BatchNormalization", ""): {f: True for f in EIGHT},
+    ("HardSigmoid", ""): {f: True for f in EIGHT},
+    ("Erf", ""): {f: True for f in EIGHT},
+}
+AIDGE = {
+    ("LSTM", ""): {f: False for f in EIGHT},
+    ("Reshape", "shape through Cast"): {f: True for f in EIGHT},
+    ("BatchNormalization", ""): {f: True for f in EIGHT},
+    ("HardSwish", ""): {f: True for f in EIGHT},
+    ("Clip", "computed bounds"): {f: True for f in EIGHT},
+}
+TABLES = {"qnn": QNN, "tvm": TVM, "aidge": AIDGE}
+CASES = [(t, op, variant, form) for t, table in TABLES.items() for (op, variant), forms in table.items()
+         for form in forms if not (variant == "quantized parameters" and form == "float")]
+
+
+def need(target: str) -> None:
+    if target == "qnn":
+        pytest.importorskip("onnxruntime_qnn")
+    if target == "tvm":
+        pytest.importorskip("tvm")
+    if target == "aidge":
+        pytest.importorskip("aidge_core")
+
+
+def ran(target: str, path: str) -> str:
+    """'' when `target` runs the model wholly, else what it said."""
+    try:
+        runtimes.RUNNERS[target](path, [op_probes.feed()])
+        return ""
+    except runtimes.Refused as e:
+        return str(e) or "refused"
+
+
+@pytest.mark.parametrize("target,op,variant,form", CASES, ids=[f"{t}-{o}-{v or 'plain'}-{f}".replace(" ", "_")
+                                                               for t, o, v, f in CASES])
+def test_the_table_holds_in_the_runtime_and_qconv_predicts_it(tmp_path, target, op, variant, form):
+    need(target)
+    src = str(tmp_path / "probe.onnx")
+    onnx.save(op_probes.model(op, form, variant), src)
+    expected = TABLES[target][(op, variant)][form]
+    said = ran(target, src)
+    assert (said == "") == expected, f"{target} {'no longer runs' if expected else 'now runs'} {op} ({variant}) on {form}: {said}"
+
+    v = run_qconv("verify", src, "--target", target, "--json")
+    findings = [f for f in json.loads(v.stdout)["findings"] if f["kind"] == "target"]
+    named = [f for f in findings if f["node"] == "probe"]
+    assert bool(named) == (not expected), (op, form, findings)
+
+    dst = str(tmp_path / "out.onnx")
+    c = run_qconv("convert", src, dst, "--target", target)
+    assert c.returncode in (0, 4), c.stderr
+    if c.returncode == 0:
+        out_said = ran(target, dst)
+        assert out_said == "", f"exit 0, yet {target} does not run the output: {out_said}"
+    else:
+        assert not expected, f"refused what {target} runs: {c.stderr}"
+        assert "probe" in c.stderr and f"--target {target}" in c.stderr, c.stderr
