@@ -23,10 +23,6 @@ import corpus_run  # noqa: E402
 TARGETS = ["onnxruntime", "openvino", "openvino f32", "iree", "tvm", "aidge", "qnn", "rknn"]
 
 
-def fmt_steps(v: float | None) -> str:
-    return "" if v is None else f"{v:.0f}" if v >= 1 or v == 0 else f"{v:.2f}"
-
-
 def row(c: corpus_run.Cell) -> str:
     out = "yes" if c.out_runs == "yes" else ("-" if c.exit else "NO: " + c.out_runs[:80])
     inp = "yes" if c.in_runs == "yes" else "no: " + c.in_runs[:80]
@@ -34,8 +30,8 @@ def row(c: corpus_run.Cell) -> str:
     if c.exit:
         lines = [ln for ln in c.stderr.splitlines() if ": error: " in ln]
         why = f" ({len(lines)} nodes named)" if lines else ""
-    return (f"| {c.model} | {c.form} | {c.target} | {c.exit}{why} | {out} | {fmt_steps(c.out_steps)} | {inp} | "
-            f"{fmt_steps(c.in_steps)} |")
+    return (f"| {c.model} | {c.form} | {c.target} | {c.exit}{why} | {out} | {corpus_run.steps_text(c.out_steps)} | {inp} | "
+            f"{corpus_run.steps_text(c.in_steps)} |")
 
 
 def main() -> None:

@@ -14,4 +14,4 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktra
 echo "== unit tests under ASan+UBSan"
 ctest --test-dir build-asan --output-on-failure -j"$(nproc)"
 echo "== integration tests under ASan+UBSan"
-QCONV_BIN="$root/build-asan/tools/qconv" .venv/bin/python -m pytest -q tests/integration "$@"
+QCONV_SANITIZED=1 QCONV_BIN="$root/build-asan/tools/qconv" .venv/bin/python -m pytest -q tests/integration "$@"

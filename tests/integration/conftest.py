@@ -22,6 +22,7 @@ FUSION_ROWS: list[tuple] = []
 SATURATION_ROWS: list[tuple] = []
 TARGET_ROWS: list[tuple] = []  # test_targets.py: (target, format, model, outcome)
 QOP_ROWS: list[tuple] = []  # test_qop_to_qdq.py: (model, 8-bit elements compared, of them differing)
+CORPUS_ROWS: list[str] = []  # test_corpus.py: one line per cell
 
 
 EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")  # the README's bundled model
@@ -267,6 +268,10 @@ def pytest_terminal_summary(terminalreporter):
         tr.write_sep("-", "--target: each output run in its runtime, judged by the reference on the input (test_targets.py)")
         for row in sorted(TARGET_ROWS):
             tr.write_line(f"{row[0]:<12} {row[1]:<18} {row[2]:<34} {row[3]}")
+    if CORPUS_ROWS:
+        tr.write_sep("-", "real-model corpus: exit; output runs wholly, steps off the reference; the input's (test_corpus.py)")
+        for row in CORPUS_ROWS:
+            tr.write_line(row)
     if QOP_ROWS:
         tr.write_sep("-", "QOp -> QDQ: every 8-bit tensor both models compute, under the reference (test_qop_to_qdq.py)")
         tr.write_line(f"{'model':<48} {'elements':>9} {'differ (near ties)':>19}")

@@ -9,6 +9,7 @@ set (QNN_OPTIONS), the session finalizes and runs; RKNN: the build's layer table
 layer that computes on the NPU in 8 or 16 bits; the others: the model loads, compiles and runs."""
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -55,6 +56,13 @@ def steps_off(want: list[np.ndarray], got: list[np.ndarray], step: float | None)
     diff = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64).reshape(a.shape))))
                for a, b in zip(want, got))
     return diff / step if step else diff
+
+
+def steps_text(v: float | None) -> str:
+    """Steps as the tables print them: whole steps, '' when not measured, 'NaN' where the runtime computed one."""
+    if v is None:
+        return ""
+    return "NaN" if math.isnan(v) else f"{v:.0f}" if v >= 1 or v == 0 else f"{v:.2f}"
 
 
 def run_wholly(target: str, path: str, xs: list[np.ndarray], precise: bool = False) -> list[np.ndarray]:

@@ -78,7 +78,7 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
     return [helper.make_node(op, [x], [y])], []
 
 
-def model(op: str, form: str, variant: str = "") -> onnx.ModelProto:
+def model(op: str, form: str, variant: str = "", opset: int = 21) -> onnx.ModelProto:
     nodes, inits = _op(op, "xf" if form != "float" else "x", "yf" if form != "float" else "y", variant)
     if not any(n.name == "probe" for n in nodes):  # the op itself: what a refusal names
         next(n for n in reversed(nodes) if n.op_type == op).name = "probe"
@@ -92,7 +92,7 @@ def model(op: str, form: str, variant: str = "") -> onnx.ModelProto:
                   helper.make_node("DequantizeLinear", ["yq", "s_out", "zp"], ["y"])])
     g = helper.make_graph(nodes, f"{op}_{form}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, SHAPE)], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 10
     onnx.checker.check_model(m, full_check=True)
     return m

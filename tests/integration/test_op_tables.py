@@ -7,19 +7,24 @@ against the runtimes themselves (issue 47): every probe below is one op alone in
 3. `qconv convert --target T` exits 0 only with an output T runs wholly, and exits 4 only where
    the input does not run there either (qconv refuses nothing T would have run), naming the op.
 
-QNN: HTP simulator with CPU fallback disabled and soc_model set (runtimes.QNN_OPTIONS). A form a
+"Runs" is corpus_run.run_wholly's: QNN's HTP simulator with CPU fallback disabled and soc_model
+set (runtimes.QNN_OPTIONS); RKNN's layer table with every computing layer on the NPU in 8 or 16 bits. A form a
 table leaves out was not measured."""
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 
 import onnx
 import pytest
 
+import corpus_run
 import op_probes
 import runtimes
 from conftest import run_qconv
+
+# under ASan (scripts/sanitize.sh) these runtime probes are not what that build checks
+pytestmark = pytest.mark.skipif(bool(os.environ.get("QCONV_SANITIZED")), reason="runtime probes: not run under ASan")
 
 ALL = ("float", "uint8", "int8", "uint16")
 
@@ -61,7 +66,14 @@ AIDGE = {
     ("HardSwish", ""): {f: True for f in EIGHT},
     ("Clip", "computed bounds"): {f: True for f in EIGHT},
 }
-TABLES = {"qnn": QNN, "tvm": TVM, "aidge": AIDGE}
+# measured 2026-11-28: rknn-toolkit2 2.5.0, rk3588 (a float op builds, in FLOAT16: not on the NPU in 8 or 16 bits)
+RKNN = {
+    ("LSTM", ""): {"float": False},
+    ("Sigmoid", ""): {"float": False, "uint8": True, "int8": True},
+    ("BatchNormalization", ""): {"float": False, "int8": True},
+}
+TABLES = {"qnn": QNN, "tvm": TVM, "aidge": AIDGE, "rknn": RKNN}
+OPSET = {"rknn": 19}  # the newest it reads; 21 for the others
 CASES = [(t, op, variant, form) for t, table in TABLES.items() for (op, variant), forms in table.items()
          for form in forms if not (variant == "quantized parameters" and form == "float")]
 
@@ -73,12 +85,14 @@ def need(target: str) -> None:
         pytest.importorskip("tvm")
     if target == "aidge":
         pytest.importorskip("aidge_core")
+    if target == "rknn":
+        assert runtimes.rknn_python(), "no RKNN venv (scripts/setup_rknn.sh, run by scripts/test.sh)"
 
 
 def ran(target: str, path: str) -> str:
     """'' when `target` runs the model wholly, else what it said."""
     try:
-        runtimes.RUNNERS[target](path, [op_probes.feed()])
+        corpus_run.run_wholly(target, path, [op_probes.feed()])
         return ""
     except runtimes.Refused as e:
         return str(e) or "refused"
@@ -89,7 +103,7 @@ def ran(target: str, path: str) -> str:
 def test_the_table_holds_in_the_runtime_and_qconv_predicts_it(tmp_path, target, op, variant, form):
     need(target)
     src = str(tmp_path / "probe.onnx")
-    onnx.save(op_probes.model(op, form, variant), src)
+    onnx.save(op_probes.model(op, form, variant, OPSET.get(target, 21)), src)
     expected = TABLES[target][(op, variant)][form]
     said = ran(target, src)
     assert (said == "") == expected, f"{target} {'no longer runs' if expected else 'now runs'} {op} ({variant}) on {form}: {said}"
@@ -108,3 +122,26 @@ def test_the_table_holds_in_the_runtime_and_qconv_predicts_it(tmp_path, target, 
     else:
         assert not expected, f"refused what {target} runs: {c.stderr}"
         assert "probe" in c.stderr and f"--target {target}" in c.stderr, c.stderr
+
+
+# (target, op, the opset it reads the op from) as the profiles' op_opset_min say (measured 2026-11-28)
+OPSET_FLOORS = [("iree", "BatchNormalization", 15)]
+
+
+@pytest.mark.parametrize("target,op,floor", OPSET_FLOORS)
+def test_an_op_read_from_an_opset_on_is_declared_there(tmp_path, target, op, floor):
+    """Below the floor the runtime fails on the op, at it it runs: convert --target declares the
+    floor (every node keeping its meaning) and the output runs; verify names the opset."""
+    pytest.importorskip("iree.runtime")
+    src = str(tmp_path / "probe.onnx")
+    m = op_probes.model(op, "int8")
+    m.opset_import[0].version = floor - 2
+    onnx.save(m, src)
+    assert ran(target, src), f"{target} now runs {op} at opset {floor - 2}: the floor can go"
+    v = run_qconv("verify", src, "--target", target, "--json")
+    assert any(f["node"] == "opset_import" and f"declares {floor}" in f["message"] for f in json.loads(v.stdout)["findings"])
+    dst = str(tmp_path / "out.onnx")
+    c = run_qconv("convert", src, dst, "--target", target)
+    assert c.returncode == 0, c.stderr
+    assert next(o.version for o in onnx.load(dst).opset_import if o.domain in ("", "ai.onnx")) == floor
+    assert ran(target, dst) == ""

@@ -98,6 +98,9 @@ std::vector<TargetProfile> makeProfiles() {
   iree.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::INT32};
   iree.types_why = "IREE 3.13's importer (torch-mlir) takes 8-bit and int16 quantization only: uint16, 4-bit, 2-bit, "
                    "float8 and float4 fail to import (measured)";
+  // measured 2026-11-28 (test_op_tables.py; the corpus's PP-OCR and captcha models): torch-mlir's importer
+  // fails to legalize BatchNormalization below opset 15 and Unsqueeze/Squeeze in their opset-11 form
+  iree.op_opset_min = {{"BatchNormalization", 15}, {"Unsqueeze", 13}, {"Squeeze", 13}};
   iree.activation_type = onnx::TensorProto::INT8;
   iree.move_on = kInt8;
   iree.move_why = "IREE 3.13 moves 8-bit data on int8 only: it computes MaxPool on uint8 wrong (as if signed: up to 221 "
@@ -230,6 +233,15 @@ std::vector<TargetProfile> makeProfiles() {
                         "builds";
   rknn.explicit_zero_points = "rknn-toolkit2 2.5's constant folding fails on a DequantizeLinear without its zero point "
                               "input ('list index out of range'), as qconv writes an int32 bias";
+  // measured 2026-11-28 (the corpus; test_op_tables.py): an op the model computes in float runs in float16 on
+  // the NPU (its layer table: FLOAT16), an LSTM among them (exLSTM), with its Transposes on the CPU
+  rknn.op_rules_measured = "rknn-toolkit2 2.5.0 (rk3588, its PC simulator), 2026-11-28";
+  rknn.op_rules = {
+      {"LSTM", OpForm::kAny, 0, -1, "", "rknn-toolkit2 2.5 runs an LSTM in float16 (exLSTM; its Transposes on the CPU), "
+                                       "not in 8 or 16 bits"},
+      {"*", OpForm::kFloat, 0, -1, "", "rknn-toolkit2 2.5 computes an op the model gives in float in float16 (its layer "
+                                       "table: FLOAT16), not in 8 or 16 bits"},
+  };
   rknn.opset_min = 10;  // measured 2026-11-28: opset 11 and 12 QDQ models build; per axis needs 13 (opsetFloor)
   rknn.saturating_kernels = "";
   all.push_back(rknn);

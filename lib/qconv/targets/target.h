@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace qconv {
@@ -102,6 +103,9 @@ struct TargetProfile {
   // ---- the rest
   int64_t opset_min = 1;        // the default-domain opsets it reads (a model with per-axis Q/DQ needs 13 anyway)
   int64_t opset_max = 0;        // 0: none known above what qconv writes
+  /// Ops it reads only from an opset on (measured): a model with one is declared at that opset at
+  /// least (redeclare-opset, where every node keeps its meaning; else exit 4 naming the node).
+  std::vector<std::pair<std::string_view, int64_t>> op_opset_min;
   /// Non-empty: a 2-D MatMul whose A is a quantized graph input is written as a 1x1 Conv between
   /// Unsqueeze and Squeeze (matmul-as-conv), and this says why (RKNN's build never ends on it).
   std::string_view matmul_as_conv;

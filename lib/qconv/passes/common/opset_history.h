@@ -35,7 +35,8 @@ std::string opsetRaiseBlocker(const ir::Model& model, int64_t from, int64_t to);
 /// QuantizeLinear/DequantizeLinear (an axis, or a scale of more than one value), else 1.
 int64_t opsetFloor(const ir::Model& model);
 
-/// The lowest opset --target `t` takes for `model`: its profile's, raised to opsetFloor.
+/// The lowest opset --target `t` takes for `model`: its profile's, raised to opsetFloor and to
+/// the opset its profile needs for an op the model has (op_opset_min).
 int64_t targetOpsetMin(const TargetProfile& t, const ir::Model& model);
 
 /// Declare `model`'s default opset `to` (ai.onnx, "" or "ai.onnx").

@@ -5,9 +5,12 @@
 // runtime's own), and refuse-foreign-ops, right after, refuses the model (exit 4), when a rule
 // of the profile's op_rules (targets/target.h; measured, each rule's probe in
 // tests/integration/test_op_tables.py) matches it:
-//   1. the node is in the default domain and is the rule's op;
+//   1. the node is in the default domain and is the rule's op; op "*" (with form kFloat): any op
+//      that computes on a float input 0 (float32, float16; not moving data, not a shape op, not
+//      QuantizeLinear/DequantizeLinear), as the element types the model declares or its ops imply say;
 //   2. its form is the rule's: quantized when input 0 comes from a DequantizeLinear of a tensor
-//      that is not a constant (the rule's type, when it names one, is that tensor's), else float;
+//      that is not a constant (the rule's type, when it names one, is that tensor's), or the node
+//      is an activation fused to the op before it (DQ -> Conv -> Relu -> Q), else float;
 //   3. when the rule names an input, that input is present and not a constant (an initializer
 //      or a Constant node's output), and, when the rule names an op it goes `through`, a node of
 //      that type is among the (at most 64) nodes that compute it.
@@ -16,10 +19,14 @@
 // has none. Without --target, or for a profile without op rules, nothing is checked.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/common/element_types.h"
+#include "qconv/passes/common/quant_slots.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
 
@@ -31,11 +38,30 @@ bool constantValue(const ir::Value* v) {
   return v && (v->isConstant() || (v->producer() && v->producer()->is("Constant")));
 }
 
-/// Condition 2: the quantized type input 0 is dequantized from, or 0 when the node computes in float.
-int32_t quantizedFrom(const ir::Node& n) {
-  const ir::Value* x = n.input(0);
+const ir::Node* dequantizedFrom(const ir::Value* x) {
   const ir::Node* dq = x ? x->producer() : nullptr;
-  if (!dq || !isDequantize(*dq) || !dq->input(0) || constantValue(dq->input(0))) return 0;
+  return dq && isDequantize(*dq) && dq->input(0) && !constantValue(dq->input(0)) ? dq : nullptr;
+}
+
+bool fuses(const ir::Node& p) {
+  return p.is("Conv") || p.is("ConvTranspose") || p.is("MatMul") || p.is("Gemm") || p.is("Add") ||
+         p.is("BatchNormalization") || p.is("Relu") || p.is("Clip") || p.is("Identity");
+}
+
+/// Condition 2: the quantized type input 0 is dequantized from, or 0 when the node computes in
+/// float. A node after a chain of up to 3 Conv, MatMul, Gemm, Add, BatchNormalization, Relu, Clip or Identity,
+/// each read by the next only, from a DequantizeLinear counts as that chain's (DQ -> Conv ->
+/// BatchNormalization -> Relu -> Q, as quantize_static leaves a Conv it fuses with what follows).
+int32_t quantizedFrom(const ir::Node& n) {
+  const ir::Node* dq = dequantizedFrom(n.input(0));
+  const ir::Value* x = n.input(0);
+  for (int step = 0; !dq && step < 3 && x && x->uses().size() == 1; ++step) {
+    const ir::Node* p = x->producer();
+    if (!p || !fuses(*p)) break;
+    x = p->input(0);
+    dq = dequantizedFrom(x);
+  }
+  if (!dq) return 0;
   int32_t type = ir::elementType(*dq->input(0));
   if (!type && dq->input(2)) type = ir::elementType(*dq->input(2));  // the zero point's: the quantized type
   return type ? type : -1;  // -1: quantized, its type unknown
@@ -56,8 +82,17 @@ bool computedThrough(const ir::Value* v, std::string_view op) {
   return false;
 }
 
-bool matches(const OpRule& r, const ir::Node& n, int32_t from) {
-  if (n.opType() != r.op) return false;  // (1)
+/// Rule op "*": `n` computes on a float input 0 (condition 1).
+bool computesInFloat(const ir::Node& n, const ElementTypes& types) {
+  static const char* const kNot[] = {"Shape", "Size", "Constant", "ConstantOfShape", "Cast", "CastLike"};
+  if (movesData(n) || isQuantize(n) || isDequantize(n)) return false;
+  if (std::any_of(std::begin(kNot), std::end(kNot), [&](const char* op) { return n.opType() == op; })) return false;
+  const int32_t t = n.input(0) ? types.of(n.input(0)) : 0;
+  return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::FLOAT16;
+}
+
+bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementTypes* types) {
+  if (r.op == "*" ? !(types && computesInFloat(n, *types)) : n.opType() != r.op) return false;  // (1)
   if (r.form == OpForm::kFloat && from) return false;  // (2)
   if (r.form == OpForm::kQuantized && (!from || (r.type && from != r.type))) return false;
   if (r.non_constant_input >= 0) {  // (3)
@@ -69,9 +104,10 @@ bool matches(const OpRule& r, const ir::Node& n, int32_t from) {
 }
 
 /// What about the node the rule matched: "HardSigmoid on int8", "Clip in float, its input 1 computed".
-std::string formText(const OpRule& r, int32_t from) {
-  std::string text = from > 0 ? fmt::format("{} on {}", r.op, ir::typeName(from)) : from ? fmt::format("quantized {}", r.op)
-                                                                                          : fmt::format("{} in float", r.op);
+std::string formText(const OpRule& r, const ir::Node& n, int32_t from) {
+  const std::string& op = n.opType();
+  std::string text = from > 0 ? fmt::format("{} on {}", op, ir::typeName(from)) : from ? fmt::format("quantized {}", op)
+                                                                                       : fmt::format("{} in float", op);
   if (r.non_constant_input >= 0)
     text += r.through.empty() ? fmt::format(", its input {} not a constant", r.non_constant_input)
                               : fmt::format(", its input {} computed through a {}", r.non_constant_input, r.through);
@@ -81,13 +117,14 @@ std::string formText(const OpRule& r, int32_t from) {
 struct CheckOps {
   struct Group {};
   const TargetProfile& t;
+  const ElementTypes* types;  // for op "*" rules
 
   bool root(const ir::Node& n) const { return n.domain().empty(); }
   std::string declined(const ir::Node&) const { return fmt::format("not run by --target {}", t.name); }
   Match<Group> select(ir::Node& n) {
     const int32_t from = quantizedFrom(n);
     for (const OpRule& r : t.op_rules)
-      if (matches(r, n, from)) return Match<Group>::unconvertible(fmt::format("{}: {}", formText(r, from), r.why));
+      if (matches(r, n, from, types)) return Match<Group>::unconvertible(fmt::format("{}: {}", formText(r, n, from), r.why));
     return Match<Group>::none();
   }
   void rewrite(ir::Graph&, Group&, PassContext&) {}
@@ -97,7 +134,11 @@ struct CheckOps {
 
 void checkOps(ir::Model& model, PassContext& ctx) {
   if (!ctx.options().target || ctx.options().target->op_rules.empty()) return;
-  CheckOps rule{*ctx.options().target};
+  const TargetProfile& t = *ctx.options().target;
+  std::optional<ElementTypes> types;
+  if (std::any_of(t.op_rules.begin(), t.op_rules.end(), [](const OpRule& r) { return r.op == "*"; }))
+    types.emplace(model.graph, ir::defaultOpset(model));
+  CheckOps rule{t, types ? &*types : nullptr};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -10,6 +10,8 @@
 //      input coerced to 2-D there before, one axis after) keep their meaning only on the last
 //      axis of an input of known rank; the node then gets its axis written out (the two
 //      versions' defaults differ: 1 before, -1 after), which changes nothing else.
+//   2. BatchNormalization crossing version 14 (which removed the training outputs saved_mean and
+//      saved_var) keeps its meaning when the node uses its output Y only (inference).
 // A node that fails them is
 // unconvertible (its text names the version in the way), so refuse-foreign-ops, right after,
 // refuses the model with it (exit 4) and the opset stays as declared.
@@ -107,9 +109,18 @@ int64_t lastAxis(const ir::Node& n, int64_t declared) {
   return axis == rank - 1 ? axis : -1;
 }
 
+/// Condition 2: a BatchNormalization that uses output Y only.
+bool inferenceOnly(const ir::Node& n) {
+  for (size_t k = 1; k < n.outputs().size(); ++k)
+    if (n.output(k) && (!n.output(k)->uses().empty() || n.output(k)->isGraphOutput())) return false;
+  return true;
+}
+
 /// Why `n` (declared at `declared`) cannot move across version `v` of its operator, or empty.
 std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& known, int64_t declared) {
-  if (*v.changed && !(isAxisCoercing(v.op) && v.since == 13 && lastAxis(n, declared) >= 0)) {
+  const bool exempt = (isAxisCoercing(v.op) && v.since == 13 && lastAxis(n, declared) >= 0) ||
+                      (v.op == "BatchNormalization" && v.since == 14 && inferenceOnly(n));
+  if (*v.changed && !exempt) {
     if (isAxisCoercing(v.op))
       return fmt::format("{} (the versions agree on the last axis of an input of known rank only)", v.changed);
     return v.changed;
@@ -296,7 +307,13 @@ int64_t opsetFloor(const ir::Model& model) {
 }
 
 int64_t targetOpsetMin(const TargetProfile& t, const ir::Model& model) {
-  return std::max(t.opset_min, opsetFloor(model));
+  int64_t floor = std::max(t.opset_min, opsetFloor(model));
+  if (!t.op_opset_min.empty())
+    for (const ir::Node* n : model.graph.nodes())
+      if (n->domain().empty())
+        for (const auto& [op, opset] : t.op_opset_min)
+          if (n->opType() == op) floor = std::max(floor, opset);
+  return floor;
 }
 
 int64_t newestKnownOpset() {
