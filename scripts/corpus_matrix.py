@@ -54,7 +54,12 @@ def main() -> None:
                 for t in a.targets.split(","):
                     target, precise = t.split(" ")[0], t.endswith(" f32")
                     started = time.time()
-                    c = corpus_run.cell(judge, m["name"], form, target, precise=precise)
+                    try:
+                        c = corpus_run.cell(judge, m["name"], form, target, precise=precise)
+                    except Exception as e:  # noqa: BLE001: the reference's own failure, said in the table
+                        print(f"| {m['name']} | {form} | {t} | the reference failed: {type(e).__name__}: "
+                              f"{str(e)[:80]} | | | | |", flush=True)
+                        continue
                     print(row(c), flush=True)
                     if sink:
                         sink.write(json.dumps({**dataclasses.asdict(c), "seconds": round(time.time() - started, 1)}) + "\n")
