@@ -118,12 +118,14 @@ class Judge:
 
 def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
          extra: tuple[str, ...] = ()) -> Cell:
+    """One cell; OpenVINO `precise` (INFERENCE_PRECISION_HINT f32) is converted with --target openvino-f32."""
     src = corpus.path(name, form)
     c = Cell(name, form, target + (" f32" if precise else ""))
     dst = os.path.join(judge.work, f"{name}.{form}.{target}{'.f32' if precise else ''}.onnx")
     if os.path.exists(dst):
         os.remove(dst)
-    p = subprocess.run([qconv_bin(), "convert", src, dst, "--target", target, *extra],
+    qconv_target = "openvino-f32" if target == "openvino" and precise else target
+    p = subprocess.run([qconv_bin(), "convert", src, dst, "--target", qconv_target, *extra],
                        capture_output=True, text=True, timeout=600)
     c.exit, c.stderr = p.returncode, p.stderr
     xs, want, step = judge.of(name, form)

@@ -36,17 +36,9 @@ SANITIZED = bool(os.environ.get("QCONV_SANITIZED"))
 
 # What still breaks a rule, each with the runtime's words: expected to fail, strictly (a fix fails
 # here until its line goes). The whole matrix's list is docs/targets.md's.
-OV_ADD = ("OpenVINO 2026.4's low-precision AddTransformation throws on PP-OCR's Add of two dequantized [1, 2, 1, 1] "
-          "tensors ('index 0 out of range'), input and output alike, at either precision; the float model runs")
 KNOWN: dict[tuple[str, str, str], str] = {
-    **{("ocr_cls", f, t): OV_ADD for f in ("qdq_u8s8_pc", "qdq_s8s8_pt", "qop_u8s8") for t in ("openvino", "openvino f32")},
     ("captcha", "qdq_u8s8_pc", "iree"): "IREE 3.13's compiler fails on the captcha model ('operand and result must have "
                                         "the same size and dtype', at an op not yet pinned down), input and output alike",
-    ("captcha", "qdq_s8s8_pt", "openvino"): "OpenVINO 2026.4 at its default precision (bf16 on this CPU) has no kernel for "
-                                            "the input's int8 activations ('No suitable implementations'); verify "
-                                            "--target openvino does not predict it",
-    ("captcha", "qdq_s8s8_pt", "openvino f32"): "--target openvino stores the activations as uint8, and OpenVINO's uint8 "
-                                                "path is 10 steps off where the int8 input computes exactly",
 }
 
 
@@ -79,6 +71,7 @@ def need(target: str) -> None:
 @pytest.mark.parametrize("model,form,target", cell_params())
 def test_exit_0_runs_there_wholly_and_never_worse_than_the_input(built, judge, model, form, target):
     base, precise = target.split(" ")[0], target.endswith(" f32")
+    qconv_target = "openvino-f32" if precise else base  # OpenVINO at INFERENCE_PRECISION_HINT f32
     need(base)
     c = corpus_run.cell(judge, model, form, base, precise=precise)
     CORPUS_ROWS.append(f"{model:9} {form:13} {target:13} exit {c.exit}  out {c.out_runs[:12] or '-':12} "
@@ -89,10 +82,10 @@ def test_exit_0_runs_there_wholly_and_never_worse_than_the_input(built, judge, m
         if c.in_runs == "yes" and not math.isnan(c.in_steps):  # (3): an input that computes NaN bounds nothing
             assert c.out_steps <= c.in_steps + 1 + 1e-6, f"the output is {c.out_steps:.1f} steps off, the input {c.in_steps:.1f}"
     else:
-        named = [ln for ln in c.stderr.splitlines() if ln.startswith("qconv: error: ") and f"--target {base}" in ln]
+        named = [ln for ln in c.stderr.splitlines() if ln.startswith("qconv: error: ") and f"--target {qconv_target}" in ln]
         assert named, c.stderr  # (4)
     if c.in_runs != "yes":  # (5)
-        v = run_qconv("verify", corpus.path(model, form), "--target", base, "--json")
+        v = run_qconv("verify", corpus.path(model, form), "--target", qconv_target, "--json")
         errors = [f for f in json.loads(v.stdout)["findings"] if f["severity"] == "error"]
         assert v.returncode == 1 and errors, f"{target} does not run the input ({c.in_runs}), and verify found nothing"
 

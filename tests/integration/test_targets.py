@@ -140,7 +140,7 @@ def test_targets_lists_each_target_on_one_line():
     r = run_qconv("targets")
     assert r.returncode == 0
     lines = r.stdout.splitlines()
-    assert [ln.split()[0] for ln in lines] == ["onnxruntime", "tensorrt", "openvino", "iree", "tvm", "aidge", "qnn", "rknn"]
+    assert [ln.split()[0] for ln in lines] == ["onnxruntime", "tensorrt", "openvino", "openvino-f32", "iree", "tvm", "aidge", "qnn", "rknn"]
     for ln in lines:
         assert f"--format {DEFAULT_FORMAT[ln.split()[0]]}" in ln
 

@@ -321,6 +321,26 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   checkTarget(model, ctx);  // what the runtime cannot run in the model as it is (nothing without a target)
   ctx.setPass("check-ops");
   checkOps(model, ctx);  // what its measured per-op table says it does not run
+  if (const TargetProfile* t = options.target; t && !t->activation_why.empty()) {
+    // 8-bit activations of the type the target does not run as they are: named once, counted
+    const ir::Node* first = nullptr;
+    size_t count = 0;
+    for (const ir::Node* n : model.graph.nodes()) {
+      if (!isQuantize(*n) || !n->input(0) || n->input(0)->isConstant()) continue;
+      int32_t type = n->output(0) ? ir::elementType(*n->output(0)) : 0;
+      if (!type && n->input(2)) type = ir::elementType(*n->input(2));
+      if ((type == onnx::TensorProto::INT8 || type == onnx::TensorProto::UINT8) && type != t->activation_type) {
+        if (!first) first = n;
+        ++count;
+      }
+    }
+    if (first)
+      out.add("target", first->label(), "",
+              fmt::format("{} activations quantized to {} (this one and {} more): {}", count,
+                          ir::typeName(first->output(0) && ir::elementType(*first->output(0)) ? ir::elementType(*first->output(0))
+                                                                                              : ir::elementType(*first->input(2))),
+                          count - 1, t->activation_why));
+  }
   for (const Said& s : ctx.said())
     if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);
   if (const TargetProfile* t = options.target) {  // an opset its runtime does not load: the model as it is fails there

@@ -81,6 +81,9 @@ struct TargetProfile {
 
   // ---- storage
   int32_t activation_type = 0;  // store 8-bit activations as this onnx::TensorProto type (0: keep)
+  /// Non-empty: why, an input's 8-bit activations of the other type do not run there as they are
+  /// (verify --target says so; convert stores them as activation_type).
+  std::string_view activation_why;
   int32_t weight_type = 0;      // the same for weights
   uint8_t move_on = kUint8 | kInt8;  // data movement (MaxPool, Reshape, ...) runs on these 8-bit types
   std::string_view move_why;    // what the runtime does on the others (dequantize-moves then moves them between
@@ -88,6 +91,7 @@ struct TargetProfile {
   Limit nonzero_zero_point;     // a zero point other than 0
   Limit uint8;                  // uint8 Q/DQ at all
   Limit int32_dequantize;       // DequantizeLinear of int32 (a bias): else given in float, exactly
+  Limit dequantized_addend;     // a dequantized constant an Add reads (a bias quantized as its own tensor): else in float, exactly
   /// The element types its QuantizeLinear/DequantizeLinear take (onnx::TensorProto numbers; uint8
   /// and int32 as the two limits above say); empty: every type ONNX allows. Another type is
   /// refused with `types_why`.

@@ -78,10 +78,11 @@ TEST_CASE("the pass list: the registry in order; unknown names are usage errors"
 TEST_CASE("a --passes list runs between the stages every pipeline has") {
   REQUIRE(namesOf(qconv::PassManager({"pair-qdq", "fuse-qlinear-conv"})) ==
           std::vector<std::string>{"validate", "pair-qdq", "fuse-qlinear-conv", "redeclare-opset", "check-target",
-                                   "refuse-foreign-ops"});
+                                   "check-ops", "refuse-foreign-ops"});
   // a stage the list names runs where the list puts it, once
   REQUIRE(namesOf(qconv::PassManager({"refuse-foreign-ops", "pair-qdq"})) ==
-          std::vector<std::string>{"validate", "refuse-foreign-ops", "pair-qdq", "redeclare-opset", "check-target"});
+          std::vector<std::string>{"validate", "refuse-foreign-ops", "pair-qdq", "redeclare-opset", "check-target",
+                                   "check-ops"});
 }
 
 TEST_CASE("run converts, dumps after every pass and reports") {

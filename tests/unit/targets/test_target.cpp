@@ -18,17 +18,22 @@ TEST_CASE("every target has a unique name and a reason for each limit") {
     REQUIRE(!t.summary.empty());
     for (const qconv::Limit* l : {&t.qop, &t.qdq, &t.contrib, &t.per_axis, &t.conv_per_channel, &t.matmul_per_column,
                                   &t.nonzero_zero_point, &t.uint8, &t.int32_dequantize, &t.per_axis_activation,
-                                  &t.blocked, &t.float_compute})
+                                  &t.blocked, &t.float_compute, &t.integer_ops, &t.dequantized_addend})
       REQUIRE((l->allowed || !l->why.empty()));
+    // each op rule says why, and when it was measured
+    for (const qconv::OpRule& r : t.op_rules) REQUIRE((!r.op.empty() && !r.why.empty()));
+    REQUIRE((t.op_rules.empty() || !t.op_rules_measured.empty()));
     REQUIRE((t.move_on == (qconv::kUint8 | qconv::kInt8) || !t.move_why.empty()));
     // the default format is one it takes
     REQUIRE((t.default_qop ? t.qop.allowed : t.qdq.allowed));
-    // the activation type it stores is one it moves data on and takes at all
-    if (t.activation_type == onnx::TensorProto::UINT8) REQUIRE((t.move_on & qconv::kUint8));
-    if (t.activation_type == onnx::TensorProto::INT8) REQUIRE((t.move_on & qconv::kInt8));
+    // the activation type it stores is one it moves data on, where it moves data on 8-bit tensors at all
+    // (QNN moves none: data movement runs between DQ and Q)
+    if (t.move_on && t.activation_type == onnx::TensorProto::UINT8) REQUIRE((t.move_on & qconv::kUint8));
+    if (t.move_on && t.activation_type == onnx::TensorProto::INT8) REQUIRE((t.move_on & qconv::kInt8));
     if (!t.uint8.allowed) REQUIRE((t.activation_type == onnx::TensorProto::INT8 && t.weight_type == onnx::TensorProto::INT8));
   }
-  REQUIRE(names == std::set<std::string>{"onnxruntime", "tensorrt", "openvino", "iree", "tvm", "aidge", "qnn", "rknn"});
+  REQUIRE(names ==
+          std::set<std::string>{"onnxruntime", "tensorrt", "openvino", "openvino-f32", "iree", "tvm", "aidge", "qnn", "rknn"});
   REQUIRE(qconv::findTarget("nothing") == nullptr);
 }
 
@@ -36,8 +41,9 @@ TEST_CASE("without a target every form is allowed and the saturation advice is o
   const qconv::TargetProfile& none = qconv::unrestricted();
   for (const qconv::Limit* l : {&none.qop, &none.qdq, &none.contrib, &none.per_axis, &none.conv_per_channel,
                                 &none.matmul_per_column, &none.nonzero_zero_point, &none.uint8, &none.int32_dequantize,
-                                &none.per_axis_activation, &none.blocked, &none.float_compute})
+                                &none.per_axis_activation, &none.blocked, &none.float_compute, &none.dequantized_addend})
     REQUIRE(l->allowed);
+  REQUIRE(none.op_rules.empty());
   REQUIRE(none.matmul_as_conv.empty());
   REQUIRE(none.explicit_zero_points.empty());
   REQUIRE(none.saturating_kernels == "onnxruntime");

@@ -219,6 +219,53 @@ std::optional<Tensor> round(const Tensor& a, std::string* why) {
   return out;
 }
 
+std::optional<Tensor> reshape(const Tensor& a, const Tensor& shape, bool allowzero, std::string* why) {
+  if (shape.isFloat() || shape.dims.size() != 1) {
+    *why = "Reshape to a shape that is not a 1-D integer tensor";
+    return std::nullopt;
+  }
+  std::vector<int64_t> dims;
+  int inferred = -1;
+  uint64_t known = 1;
+  for (size_t k = 0; k < shape.i.size(); ++k) {
+    int64_t d = shape.i[k];
+    if (d == 0 && !allowzero) {
+      if (k >= a.dims.size()) {
+        *why = "Reshape copies a dim the input does not have";
+        return std::nullopt;
+      }
+      d = a.dims[k];
+    }
+    if (d == -1) {
+      if (inferred >= 0) {
+        *why = "Reshape to a shape with two -1";
+        return std::nullopt;
+      }
+      inferred = static_cast<int>(k);
+    } else if (d < 0) {
+      *why = fmt::format("Reshape to a dim of {}", d);
+      return std::nullopt;
+    } else {
+      known *= static_cast<uint64_t>(d);
+    }
+    dims.push_back(d);
+  }
+  const uint64_t count = a.size();
+  if (inferred >= 0) {
+    if (known == 0 || count % known) {
+      *why = "Reshape cannot infer its -1";
+      return std::nullopt;
+    }
+    dims[static_cast<size_t>(inferred)] = static_cast<int64_t>(count / known);
+  } else if (known != count) {
+    *why = fmt::format("Reshape of {} values to {}", count, known);
+    return std::nullopt;
+  }
+  Tensor out = a;
+  out.dims = std::move(dims);
+  return out;
+}
+
 std::optional<Tensor> cast(const Tensor& a, int32_t to, std::string* why) {
   Tensor out;
   out.type = to;

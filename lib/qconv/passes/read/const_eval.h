@@ -45,6 +45,9 @@ std::optional<Tensor> clip(const Tensor& a, const std::optional<Tensor>& lo, con
 std::optional<Tensor> round(const Tensor& a, std::string* why);
 /// Cast to `to` (FLOAT or an integer type).
 std::optional<Tensor> cast(const Tensor& a, int32_t to, std::string* why);
+/// Reshape to `shape` (an integer tensor of rank 1; 0 copies the dim, unless allowzero; one -1 is
+/// inferred): the same values, new dims; nullopt with *why when the element counts differ.
+std::optional<Tensor> reshape(const Tensor& a, const Tensor& shape, bool allowzero, std::string* why);
 /// QuantizeLinear(x, scale, zero_point) with per-tensor or per-axis parameters.
 std::optional<Tensor> quantize(const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zp,
                                int32_t out_type, int64_t axis, std::string* why);

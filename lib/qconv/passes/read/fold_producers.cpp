@@ -9,8 +9,9 @@
 //   initializers no other node reads.
 //
 // A node is folded when all of these hold:
-//   1. it is a default-domain Constant, Identity, Cast, Round, Mul, Div, Add, Sub, Clip or
-//      QuantizeLinear (Constant: a `value` tensor, value_float(s) or value_int(s));
+//   1. it is a default-domain Constant, Identity, Cast, Round, Mul, Div, Add, Sub, Clip,
+//      QuantizeLinear or Reshape (Constant: a `value` tensor, value_float(s) or value_int(s);
+//      Reshape: a constant shape, such as Paddle's [C] bias made [1, C, 1, 1]);
 //   2. every input is a constant initializer (not also a graph input);
 //   3. its single output is not a graph output and is not read by a subgraph;
 //   4. the evaluator computes it exactly (const_eval.h): float32 IEEE ops, integer results
@@ -43,6 +44,7 @@ std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::
   if (op == "Round" && in.size() == 1) return eval::round(in[0], why);
   if (op == "Cast" && in.size() == 1)
     return eval::cast(in[0], static_cast<int32_t>(n.attrInt("to", 0)), why);
+  if (op == "Reshape" && in.size() == 2) return eval::reshape(in[0], in[1], n.attrInt("allowzero", 0) != 0, why);
   if ((op == "Mul" || op == "Div" || op == "Add" || op == "Sub") && in.size() == 2)
     return eval::binary(op, in[0], in[1], why);
   if (op == "Clip" && !in.empty() && in.size() <= 3) {
@@ -82,7 +84,7 @@ std::optional<uint64_t> broadcastCount(const std::vector<eval::Tensor>& in) {
 
 bool isFoldable(const ir::Node& n) {
   static const char* const kOps[] = {"Constant", "Identity", "Cast", "Round", "Mul",
-                                     "Div",      "Add",      "Sub",  "Clip",  "QuantizeLinear"};
+                                     "Div",      "Add",      "Sub",  "Clip",  "QuantizeLinear", "Reshape"};
   if (!n.domain().empty() || n.outputs().size() != 1 || !n.output(0)) return false;
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.opType() == op; });
 }

@@ -1,0 +1,121 @@
+// check-ops: a target's measured per-op table (OpRule) refuses a node in the form the rule names
+// (quantized int8, float, a computed input, computed through an op), quoting the runtime, and
+// nothing else; redeclare-opset's two exemptions (Softmax on its last axis crossing 13, an
+// inference BatchNormalization crossing 14) and an op's opset floor (IREE's BatchNormalization).
+#include <catch2/catch.hpp>
+
+#include "model_builder.h"
+#include "qconv/passes/common/opset_history.h"
+
+using namespace qtest;
+
+namespace {
+
+/// x (float [1, 4, 2, 2]) -> Q/DQ (type, zero point) -> OP -> Q/DQ -> y.
+ModelBuilder quantizedOp(const char* op, int32_t type, int64_t zp) {
+  ModelBuilder b(13);
+  b.input("x", TensorProto::FLOAT, {1, 4, 2, 2});
+  b.floats("s", {}, {0.05f});
+  b.ints("z", type, {}, {zp});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "q_x");
+  b.node("DequantizeLinear", {"xq", "s", "z"}, {"xf"}, "dq_x");
+  b.node(op, {"xf"}, {"yf"}, "probe");
+  b.node("QuantizeLinear", {"yf", "s", "z"}, {"yq"}, "q_y");
+  b.node("DequantizeLinear", {"yq", "s", "z"}, {"y"}, "dq_y");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+std::vector<std::string> refusals(qconv::ir::Model& m, const char* target) {
+  Reporter r(forTarget(target));
+  qconv::checkOps(m, r.ctx);
+  return r.ctx.reports(qconv::Report::Unconvertible);
+}
+
+}  // namespace
+
+TEST_CASE("check-ops: an int8 HardSigmoid is refused for qnn in its words, a uint8 one is not") {
+  auto int8 = quantizedOp("HardSigmoid", TensorProto::INT8, 0).build();
+  const auto said = refusals(int8, "qnn");
+  REQUIRE(said.size() == 1);
+  REQUIRE(said[0] == "probe: not run by --target qnn: HardSigmoid on int8: QNN HTP (onnxruntime-qnn 2.7) runs it on uint8 "
+                     "and uint16 activations, not int8 ('Unsupported nodes in QNN EP'; convert --target qnn stores them as "
+                     "uint8)");
+  auto uint8 = quantizedOp("HardSigmoid", TensorProto::UINT8, 128).build();
+  REQUIRE(refusals(uint8, "qnn").empty());
+  REQUIRE(refusals(int8, "onnxruntime").empty());  // a profile without op rules checks nothing
+}
+
+TEST_CASE("check-ops: Erf is refused for qnn in any form; Clip only with a computed bound") {
+  auto erf = quantizedOp("Erf", TensorProto::UINT8, 128).build();
+  REQUIRE(refusals(erf, "qnn").size() == 1);
+  ModelBuilder b(13);
+  b.input("x", TensorProto::FLOAT, {4});
+  b.floats("lo", {}, {-1.f});
+  b.node("ReduceMax", {"x"}, {"hi"}, "max");
+  b.node("Clip", {"x", "lo", "hi"}, {"y"}, "clip");
+  b.output("y", TensorProto::FLOAT);
+  auto clip = b.build();
+  const auto said = refusals(clip, "qnn");
+  REQUIRE(said.size() == 1);
+  REQUIRE(said[0].find("clip: not run by --target qnn: Clip in float, its input 2 not a constant: QNN HTP") == 0);
+}
+
+TEST_CASE("check-ops: a Reshape's shape computed through a Cast is refused for tvm, one read off Shape alone is not") {
+  for (bool cast : {true, false}) {
+    ModelBuilder b(13);
+    b.input("x", TensorProto::FLOAT, {1, 4});
+    b.node("Shape", {"x"}, {cast ? "s64" : "shape"}, "shape");
+    if (cast) {
+      setInt(b.node("Cast", {"s64"}, {"s32"}, "to32"), "to", TensorProto::INT32);
+      setInt(b.node("Cast", {"s32"}, {"shape"}, "to64"), "to", TensorProto::INT64);
+    }
+    b.node("Reshape", {"x", "shape"}, {"y"}, "reshape");
+    b.output("y", TensorProto::FLOAT);
+    auto m = b.build();
+    const auto said = refusals(m, "tvm");
+    REQUIRE(said.size() == (cast ? 1u : 0u));
+    if (cast) REQUIRE(said[0].find("reshape: not run by --target tvm: Reshape in float, its input 1 computed through a Cast") == 0);
+  }
+}
+
+TEST_CASE("check-ops: rknn refuses an op computing in float, not one fused to the quantized Conv before it") {
+  ConvSpec spec;
+  auto conv = convModel(spec).build();  // DQ -> Conv -> Q: quantized
+  REQUIRE(refusals(conv, "rknn").empty());
+  ModelBuilder b(13);
+  b.input("x", TensorProto::FLOAT, {1, 4, 2, 2});
+  b.node("Sigmoid", {"x"}, {"y"}, "float_sigmoid");
+  b.output("y", TensorProto::FLOAT);
+  auto plain = b.build();
+  const auto said = refusals(plain, "rknn");
+  REQUIRE(said.size() == 1);
+  REQUIRE(said[0].find("float_sigmoid: not run by --target rknn: Sigmoid in float: rknn-toolkit2 2.5 computes") == 0);
+}
+
+TEST_CASE("redeclare-opset: Softmax-11 on the last axis of a rank-2 input crosses 13 with its axis written out") {
+  for (int64_t axis : {1, 0}) {
+    ModelBuilder b(11);
+    b.input("x", TensorProto::FLOAT, {1, 4});
+    setInt(b.node("Softmax", {"x"}, {"y"}, "softmax"), "axis", axis);
+    b.output("y", TensorProto::FLOAT, {1, 4});
+    auto m = b.build();
+    REQUIRE(qconv::opsetRaiseBlocker(m, 11, 13).empty() == (axis == 1));
+    if (axis == 1) {
+      qconv::declareOpset(m, 13);
+      REQUIRE(only(m.graph, "Softmax")->attrInt("axis", -7) == 1);
+    }
+  }
+}
+
+TEST_CASE("redeclare-opset: an inference BatchNormalization crosses 14; iree asks opset 15 for it") {
+  ModelBuilder b(11);
+  b.input("x", TensorProto::FLOAT, {1, 2, 2, 2});
+  for (const char* p : {"sc", "bi", "me", "va"}) b.floats(p, {2}, {1.f, 1.f});
+  b.node("BatchNormalization", {"x", "sc", "bi", "me", "va"}, {"y"}, "bn");
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  REQUIRE(qconv::opsetRaiseBlocker(m, 11, 15).empty());
+  REQUIRE(qconv::targetOpsetMin(*qconv::findTarget("iree"), m) == 15);
+  REQUIRE(qconv::targetOpsetMin(*qconv::findTarget("qnn"), m) == 10);
+}
