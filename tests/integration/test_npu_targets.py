@@ -202,11 +202,12 @@ def test_rknn_refuses_uint16_and_with_approximate_requantizes_it_to_8_bits(made,
                         f"runs; {steps_off(reference.outputs(src, xs), mine, step):.1f} 8-bit steps from the input"))
 
 
-def test_the_int4_llm_block_qnn_refuses_and_rknn_runs_with_approximate(made, tmp_path):
+def test_the_int4_llm_block_qnn_and_rknn_refuse_with_their_reasons(made, tmp_path):
     """bench_llm.py's layer (int4 weights in blocks, float activations). QNN HTP takes neither
     blocked weights nor a weight-only op (its DQ must sit inside a quantized op): refused with the
     reason, with and without --approximate. RKNN: --approximate requantizes the blocks per channel
-    at 8 bits and lowers the opset to 19; its simulator then runs it (float activations)."""
+    at 8 bits (listed), and the MatMuls then compute in float, which RKNN runs in float16, not in 8
+    or 16 bits (issue 47; test_op_tables.py holds that against its layer table): refused, naming them."""
     src, dst = made("llm"), str(tmp_path / "out.onnx")
     r = convert(src, dst, "--target", "qnn")
     assert r.returncode == 4 and "it dequantizes in blocks (--approximate requantizes such a constant per channel" in r.stderr
@@ -214,15 +215,9 @@ def test_the_int4_llm_block_qnn_refuses_and_rknn_runs_with_approximate(made, tmp
     assert r.returncode == 4 and not os.path.exists(dst)
     assert "q_matmul (MatMul) reads it and computes in float" in r.stderr and "standalone DQ" in r.stderr
     r = convert(src, dst, "--target", "rknn", "--approximate")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 4 and not os.path.exists(dst)
     assert len(approximations(r.stderr)) == 7
-    need("rknn")
-    xs = feeds(src, 1)
-    mine = reference.outputs(dst, xs)
-    scale = float(np.max(np.abs(mine[0])))
-    off = float(np.max(np.abs(mine[0] - runtimes.run_rknn(dst, xs)[0].reshape(mine[0].shape))))
-    assert off <= 0.01 * scale, f"{off} of {scale}"
-    TARGET_ROWS.append(("rknn", "qdq --approximate", "int4 llm block", f"runs; {off / scale:.2%} of the output's range"))
+    assert "q_matmul: not run by --target rknn: MatMul in float: rknn-toolkit2 2.5 computes an op the model gives in float" in r.stderr
 
 
 @pytest.mark.parametrize("target", ["qnn", "rknn"])

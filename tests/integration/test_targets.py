@@ -28,7 +28,7 @@ from conftest import EXAMPLE, TARGET_ROWS, ort_agrees, output_step, run_qconv  #
 RUNTIMES = ["onnxruntime", "openvino", "iree", "tvm", "aidge"]
 FORMATS = {"onnxruntime": ["qop", "qdq"], "openvino": ["qdq", "qop"], "iree": ["qdq", "qop"], "tvm": ["qdq"],
            "aidge": ["qdq", "qop"], "tensorrt": ["qdq"]}
-DEFAULT_FORMAT = {"onnxruntime": "qop", "openvino": "qdq", "iree": "qdq", "tvm": "qdq", "aidge": "qdq", "tensorrt": "qdq",
+DEFAULT_FORMAT = {"onnxruntime": "qop", "openvino": "qdq", "openvino-f32": "qdq", "iree": "qdq", "tvm": "qdq", "aidge": "qdq", "tensorrt": "qdq",
                   "qnn": "qdq", "rknn": "qdq"}  # the NPU targets' own tests: test_npu_targets.py
 CASES = [f"{m}-{kind}-{g}" for m in ("cnn", "mlp") for kind in ("u8s8", "s8s8") for g in ("per_tensor", "per_channel")]
 CASES.append("example")

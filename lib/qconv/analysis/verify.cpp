@@ -322,11 +322,19 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   ctx.setPass("check-ops");
   checkOps(model, ctx);  // what its measured per-op table says it does not run
   if (const TargetProfile* t = options.target; t && !t->activation_why.empty()) {
-    // 8-bit activations of the type the target does not run as they are: named once, counted
+    // 8-bit activations of the type the target does not run as they are, where a DequantizeLinear of
+    // them feeds a Conv, MatMul or Gemm (what was measured): named once, counted
     const ir::Node* first = nullptr;
     size_t count = 0;
+    auto feedsCompute = [](const ir::Node& q) {
+      for (const ir::Use& u : q.output(0)->uses())
+        if (isDequantize(*u.node) && u.node->output(0))
+          for (const ir::Use& w : u.node->output(0)->uses())
+            if (w.node->is("Conv") || w.node->is("ConvTranspose") || w.node->is("MatMul") || w.node->is("Gemm")) return true;
+      return false;
+    };
     for (const ir::Node* n : model.graph.nodes()) {
-      if (!isQuantize(*n) || !n->input(0) || n->input(0)->isConstant()) continue;
+      if (!isQuantize(*n) || !n->input(0) || n->input(0)->isConstant() || !n->output(0) || !feedsCompute(*n)) continue;
       int32_t type = n->output(0) ? ir::elementType(*n->output(0)) : 0;
       if (!type && n->input(2)) type = ir::elementType(*n->input(2));
       if ((type == onnx::TensorProto::INT8 || type == onnx::TensorProto::UINT8) && type != t->activation_type) {

@@ -10,7 +10,8 @@
 //      QuantizeLinear/DequantizeLinear), as the element types the model declares or its ops imply say;
 //   2. its form is the rule's: quantized when input 0 comes from a DequantizeLinear of a tensor
 //      that is not a constant (the rule's type, when it names one, is that tensor's), or the node
-//      is an activation fused to the op before it (DQ -> Conv -> Relu -> Q), else float;
+//      is an activation fused to the op before it (DQ -> Conv -> Relu -> Q), or a MatMul or Gemm
+//      whose other input is such a tensor (a weight-first MatMul), else float;
 //   3. when the rule names an input, that input is present and not a constant (an initializer
 //      or a Constant node's output), and, when the rule names an op it goes `through`, a node of
 //      that type is among the (at most 64) nodes that compute it.
@@ -54,6 +55,8 @@ bool fuses(const ir::Node& p) {
 /// BatchNormalization -> Relu -> Q, as quantize_static leaves a Conv it fuses with what follows).
 int32_t quantizedFrom(const ir::Node& n) {
   const ir::Node* dq = dequantizedFrom(n.input(0));
+  for (size_t k = 1; !dq && k < n.inputs().size() && (n.is("MatMul") || n.is("Gemm")); ++k)
+    dq = dequantizedFrom(n.input(k));  // a weight-first MatMul: the activation is its input 1
   const ir::Value* x = n.input(0);
   for (int step = 0; !dq && step < 3 && x && x->uses().size() == 1; ++step) {
     const ir::Node* p = x->producer();
