@@ -335,8 +335,7 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
     };
     for (const ir::Node* n : model.graph.nodes()) {
       if (!isQuantize(*n) || !n->input(0) || n->input(0)->isConstant() || !n->output(0) || !feedsCompute(*n)) continue;
-      int32_t type = n->output(0) ? ir::elementType(*n->output(0)) : 0;
-      if (!type && n->input(2)) type = ir::elementType(*n->input(2));
+      const int32_t type = quantizedTypeOf(*n);
       if ((type == onnx::TensorProto::INT8 || type == onnx::TensorProto::UINT8) && type != t->activation_type) {
         if (!first) first = n;
         ++count;
@@ -345,9 +344,7 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
     if (first)
       out.add("target", first->label(), "",
               fmt::format("{} activations quantized to {} (this one and {} more): {}", count,
-                          ir::typeName(first->output(0) && ir::elementType(*first->output(0)) ? ir::elementType(*first->output(0))
-                                                                                              : ir::elementType(*first->input(2))),
-                          count - 1, t->activation_why));
+                          ir::typeName(quantizedTypeOf(*first)), count - 1, t->activation_why));
   }
   for (const Said& s : ctx.said())
     if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);

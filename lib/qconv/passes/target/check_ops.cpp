@@ -39,9 +39,10 @@ bool constantValue(const ir::Value* v) {
   return v && (v->isConstant() || (v->producer() && v->producer()->is("Constant")));
 }
 
+/// The DequantizeLinear producing `x` from a tensor that is not a constant (an activation), or null.
 const ir::Node* dequantizedFrom(const ir::Value* x) {
-  const ir::Node* dq = x ? x->producer() : nullptr;
-  return dq && isDequantize(*dq) && dq->input(0) && !constantValue(dq->input(0)) ? dq : nullptr;
+  const ir::Node* dq = dequantizeFeeding(x);
+  return dq && dq->input(0) && !constantValue(dq->input(0)) ? dq : nullptr;
 }
 
 bool fuses(const ir::Node& p) {
@@ -65,8 +66,7 @@ int32_t quantizedFrom(const ir::Node& n) {
     dq = dequantizedFrom(x);
   }
   if (!dq) return 0;
-  int32_t type = ir::elementType(*dq->input(0));
-  if (!type && dq->input(2)) type = ir::elementType(*dq->input(2));  // the zero point's: the quantized type
+  const int32_t type = quantizedTypeOf(*dq);
   return type ? type : -1;  // -1: quantized, its type unknown
 }
 

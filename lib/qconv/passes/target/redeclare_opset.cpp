@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "qconv/diag.h"
+#include "qconv/passes/common/action_util.h"
 #include "qconv/passes/common/element_types.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/driver.h"
@@ -86,10 +87,7 @@ bool keepsShape(const ir::Node* n) {
 /// of QuantizeLinear/DequantizeLinear/Identity joins it to, either way (a quantizer adds values it
 /// declares no shape for); else -1.
 int64_t declaredRank(const ir::Value* v, const ir::Value* from = nullptr, int depth = 0) {
-  if (!v) return -1;
-  if (const auto* t = v->initializer()) return t->dims_size();
-  if (v->info() && v->info()->type().tensor_type().has_shape()) return v->info()->type().tensor_type().shape().dim_size();
-  if (depth >= 8) return -1;
+  if (const int64_t r = knownRank(v); r >= 0 || !v || depth >= 8) return r;
   if (const ir::Node* p = v->producer(); keepsShape(p) && p->input(0) != from)
     if (int64_t r = declaredRank(p->input(0), v, depth + 1); r >= 0) return r;
   for (const auto& use : v->uses())
@@ -220,12 +218,8 @@ void declareOpset(ir::Model& model, int64_t to) {
       if (n->domain().empty() && isAxisCoercing(n->opType())) {
         const int64_t axis = lastAxis(*n, from);
         if (axis < 0) continue;  // not reached: checkNode refused it
-        auto* attrs = n->mutableProto().mutable_attribute();
-        auto it = std::find_if(attrs->begin(), attrs->end(), [](const onnx::AttributeProto& a) { return a.name() == "axis"; });
-        onnx::AttributeProto* a = it != attrs->end() ? &*it : n->mutableProto().add_attribute();
-        a->set_name("axis");
-        a->set_type(onnx::AttributeProto::INT);
-        a->set_i(axis);
+        removeAttribute(*n, "axis");
+        setIntAttribute(*n, "axis", axis);
       }
   for (auto& op : *model.shell.mutable_opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(to);
