@@ -58,6 +58,14 @@ def steps_off(want: list[np.ndarray], got: list[np.ndarray], step: float | None)
     return diff / step if step else diff
 
 
+def mean_steps(want: list[np.ndarray], got: list[np.ndarray], step: float | None) -> float:
+    """The mean difference over every output value, in output steps: on deep nets a single value's
+    1-step rounding can grow far (the largest difference), where the whole output does not move."""
+    d = np.concatenate([np.abs(a.astype(np.float64) - b.astype(np.float64).reshape(a.shape)).ravel()
+                        for a, b in zip(want, got)])
+    return float(d.mean()) / step if step else float(d.mean())
+
+
 def steps_text(v: float | None) -> str:
     """Steps as the tables print them: whole steps, '' when not measured, 'NaN' where the runtime computed one."""
     if v is None:
@@ -94,6 +102,9 @@ class Cell:
     in_runs: str = ""
     out_steps: float | None = None
     in_steps: float | None = None
+    out_mean: float | None = None  # mean_steps
+    in_mean: float | None = None
+    output: str = ""  # qconv's output, where it wrote one
     notes: list[str] = field(default_factory=list)
 
     def refused_nodes(self) -> list[str]:
@@ -102,18 +113,29 @@ class Cell:
 
 
 class Judge:
-    """The reference of each (model, form) input, computed once."""
+    """The reference of each (model, form) input, computed once: the ONNX reference (float32, as
+    the model declares), or with `exact` the model's math in float64 (reference.exact_outputs),
+    which judges whether a QDQ input or its QOp conversion is nearer what the model means."""
 
-    def __init__(self, work: str):
+    def __init__(self, work: str, exact: bool = False):
         self.work = work
+        self.exact = exact
         self.cache: dict[tuple[str, str], tuple[list[np.ndarray], list[np.ndarray], float | None]] = {}
 
     def of(self, name: str, form: str):
         if (name, form) not in self.cache:
             src = corpus.path(name, form)
             xs = corpus.feeds(corpus.entry(name), FEEDS, SEED)
-            self.cache[(name, form)] = (xs, reference.outputs(src, xs), output_step(src))
+            want = reference.exact_outputs(src, xs) if self.exact else reference.outputs(src, xs)
+            self.cache[(name, form)] = (xs, want, output_step(src))
         return self.cache[(name, form)]
+
+    def reference_steps(self, name: str, form: str, model: str = "") -> tuple[float, float]:
+        """With `exact`: how far the float32 ONNX reference of the input (or of `model`, a
+        conversion of it) is from the exact math of the input (largest, mean)."""
+        xs, want, step = self.of(name, form)
+        got = reference.outputs(model or corpus.path(name, form), xs)
+        return steps_off(want, got, step), mean_steps(want, got, step)
 
 
 def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
@@ -128,15 +150,18 @@ def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
     p = subprocess.run([qconv_bin(), "convert", src, dst, "--target", qconv_target, *extra],
                        capture_output=True, text=True, timeout=600)
     c.exit, c.stderr = p.returncode, p.stderr
+    c.output = dst if c.exit == 0 else ""
     xs, want, step = judge.of(name, form)
     try:
-        c.in_steps = steps_off(want, run_wholly(target, src, xs, precise), step)
+        got = run_wholly(target, src, xs, precise)
+        c.in_steps, c.in_mean = steps_off(want, got, step), mean_steps(want, got, step)
         c.in_runs = "yes"
     except runtimes.Refused as e:
         c.in_runs = str(e)
     if c.exit == 0:
         try:
-            c.out_steps = steps_off(want, run_wholly(target, dst, xs, precise), step)
+            got = run_wholly(target, dst, xs, precise)
+            c.out_steps, c.out_mean = steps_off(want, got, step), mean_steps(want, got, step)
             c.out_runs = "yes"
         except runtimes.Refused as e:
             c.out_runs = str(e)

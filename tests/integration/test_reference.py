@@ -77,6 +77,8 @@ def test_qlinearconv_in_1d_and_3d_equals_float_conv_of_the_dequantized_values():
         acc = reference.float_conv((x.astype(np.float64) - 7), w.astype(np.float64), None, geometry)
         want = np.clip(np.rint(acc * (0.5 * 0.25 / 64.0)) + 128, 0, 255).astype(np.uint8)
         np.testing.assert_array_equal(got, want)
+    assert np.all(np.abs(want) < 127 * float(sy)), "a saturated value judges nothing"
+    assert np.any(reference.outputs(m, [x])[0] != want), "float32 would compute these too: the case tests nothing"
 
 
 def test_saturating_emulation_clamps_each_adjacent_pair():
@@ -159,6 +161,8 @@ def test_reference_contrib_qdq_equals_onnxruntime(op, dtype, tmp_path):
     got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+    assert np.all(np.abs(want) < 127 * float(sy)), "a saturated value judges nothing"
+    assert np.any(reference.outputs(m, [x])[0] != want), "float32 would compute these too: the case tests nothing"
 
 
 @pytest.mark.parametrize("opset,axis,rows", [(11, None, (2, 12)), (11, 2, (6, 4)), (12, 0, (1, 24)), (13, None, (6, 4))])
@@ -176,3 +180,45 @@ def test_softmax_takes_each_opsets_axis(opset, axis, rows):
     want = (np.exp(r - r.max(axis=1, keepdims=True)) / np.exp(r - r.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True))
     got = reference.run(m, {"x": x})[0]
     np.testing.assert_allclose(got.astype(np.float64), want.reshape(2, 3, 4), rtol=1e-6, atol=1e-7)
+
+
+def test_exact_judge_computes_the_models_math_in_rationals():
+    """reference.exact_outputs (corpus_matrix.py --judge exact) against the model's math in exact
+    rationals: DQ -> MatMul -> Add(dequantized int32 bias, some above 2^24, where float32 is
+    not exact) -> Q -> DQ, every step a Fraction, rounded once, half to even."""
+    from fractions import Fraction
+    rng = np.random.default_rng(3)
+    sx, sw, sy = np.float32(0.0173), np.float32(2.1e-5), np.float32(0.0497)
+    xq = rng.integers(0, 256, (2, 16)).astype(np.uint8)
+    wq = rng.integers(-127, 128, (16, 8)).astype(np.int8)
+    bq = rng.integers(-2**23, 2**23, 8).astype(np.int32)
+    bq[:2] = [2**24 + 1, -(2**24) - 3]  # not float32 numbers
+    x = ((xq.astype(np.float64) - 128) * np.float64(sx)).astype(np.float32)  # on the grid: Q is exact
+    assert np.array_equal(np.rint(x.astype(np.float64) / np.float64(sx)) + 128, xq)
+    c = numpy_helper.from_array
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw"], ["wf"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb"], ["bf"]),
+             helper.make_node("MatMul", ["xf", "wf"], ["mm"]),
+             helper.make_node("Add", ["mm", "bf"], ["yf"]),
+             helper.make_node("QuantizeLinear", ["yf", "sy", "zy"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    inits = [c(np.array(sx), "sx"), c(np.array(np.uint8(128)), "zx"), c(wq, "wq"), c(np.array(sw), "sw"), c(bq, "bq"),
+             c(np.array(np.float32(sx * sw)), "sb"), c(np.array(sy), "sy"), c(np.array(np.uint8(128)), "zy")]
+    g = helper.make_graph(nodes, "exact", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    got = reference.exact_outputs(m, [x])[0]
+
+    fx, fw, fb, fy = Fraction(float(sx)), Fraction(float(sw)), Fraction(float(np.float32(sx * sw))), Fraction(float(sy))
+    want = np.zeros((2, 8))
+    for i in range(2):
+        for j in range(8):
+            acc = sum((int(xq[i, k]) - 128) * int(wq[k, j]) for k in range(16))
+            v = acc * fx * fw + int(bq[j]) * fb
+            q = round(v / fy)  # Python rounds a Fraction half to even
+            want[i, j] = float((min(max(q + 128, 0), 255) - 128) * fy)
+    np.testing.assert_array_equal(got, want)
+    assert np.all(np.abs(want) < 127 * float(sy)), "a saturated value judges nothing"
+    assert np.any(reference.outputs(m, [x])[0] != want), "float32 would compute these too: the case tests nothing"
