@@ -39,9 +39,19 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
                 helper.make_node("DequantizeLinear", ["bn_b_q", "bn_b_step"], ["bn_b"]),
                 helper.make_node(op, [x, *params], [y])], inits
     if op == "LayerNormalization":
-        inits = [_c("ln_s", rng.uniform(0.5, 1.5, SHAPE[-1]).astype(np.float32)),
-                 _c("ln_b", rng.uniform(-1, 1, SHAPE[-1]).astype(np.float32))]
-        return [helper.make_node(op, [x, "ln_s", "ln_b"], [y], axis=-1)], inits
+        scale, bias = rng.uniform(0.5, 1.5, SHAPE[-1]), rng.uniform(-1, 1, SHAPE[-1])
+        if variant != "quantized parameters":
+            return [helper.make_node(op, [x, "ln_s", "ln_b"], [y], axis=-1)], [
+                _c("ln_s", scale.astype(np.float32)), _c("ln_b", bias.astype(np.float32))]
+        # as quantize_static writes it: the scale an 8-bit constant per tensor, the bias int32 at
+        # the input's step times the scale's, each dequantized
+        step = float(np.max(scale)) / 127
+        bias_step = IN_STEP * step
+        return [helper.make_node("DequantizeLinear", ["ln_s_q", "ln_s_step"], ["ln_s"]),
+                helper.make_node("DequantizeLinear", ["ln_b_q", "ln_b_step"], ["ln_b"]),
+                helper.make_node(op, [x, "ln_s", "ln_b"], [y], axis=-1)], [
+            _c("ln_s_q", np.round(scale / step).astype(np.int8)), _c("ln_s_step", np.float32(step)),
+            _c("ln_b_q", np.round(bias / bias_step).astype(np.int32)), _c("ln_b_step", np.float32(bias_step))]
     if op == "Clip" and variant == "computed bounds":  # min and max computed from the data
         return [helper.make_node("ReduceMin", [x], ["lo_all"], keepdims=0),
                 helper.make_node("Mul", ["lo_all", "half"], ["lo"]),

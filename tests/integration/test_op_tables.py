@@ -47,6 +47,7 @@ QNN = {
     ("Sigmoid", ""): runs(ALL),
     ("Softmax", ""): runs(ALL),
     ("LayerNormalization", ""): runs(ALL),
+    ("LayerNormalization", "quantized parameters"): runs(("int8",)),
     ("Gelu", ""): runs(ALL),
 }
 # measured 2026-11-28: apache-tvm 0.27.0.post1; aidge 0.10.1 (float and 8-bit forms)
@@ -65,6 +66,8 @@ AIDGE = {
     ("BatchNormalization", ""): {f: True for f in EIGHT},
     ("HardSwish", ""): {f: True for f in EIGHT},
     ("Clip", "computed bounds"): {f: True for f in EIGHT},
+    ("LayerNormalization", ""): {f: True for f in EIGHT},
+    ("LayerNormalization", "quantized parameters"): {"uint8": False, "int8": False},
 }
 # measured 2026-11-28: rknn-toolkit2 2.5.0, rk3588 (a float op builds, in FLOAT16: not on the NPU in 8 or 16 bits)
 RKNN = {

@@ -80,7 +80,7 @@ std::vector<TargetProfile> makeProfiles() {
   ov.activation_why = "OpenVINO 2026.4 at its default precision (bf16 on a CPU with avx512_bf16) finds no kernel for "
                       "int8 activations ('No suitable implementations'): convert --target openvino stores them as uint8, "
                       "--target openvino-f32 keeps them for INFERENCE_PRECISION_HINT f32";
-  ov.dequantized_addend = no("OpenVINO 2026.4's AddTransformation throws on an Add of a dequantized constant");
+  ov.float_readers = {{"Add", "OpenVINO 2026.4's AddTransformation throws on an Add of a dequantized constant"}};
   ov.saturating_kernels = "OpenVINO";
   ov.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::INT32,
                     22 /* INT4 */, 21 /* UINT4 */};
@@ -165,9 +165,15 @@ std::vector<TargetProfile> makeProfiles() {
   aidge.move_why = "Aidge 0.10.1 moves 8-bit data on int8 only: it has no uint8 kernel for MaxPool or Resize ('missing or "
                    "invalid registrar key [uint8 ...]')";
   aidge.op_rules_measured = "aidge-core, aidge-onnx, aidge-backend-cpu 0.10.1, 2026-11-28";
+  const std::string_view aidge_ln = "aidge_onnx 0.10.1 imports a LayerNormalization whose scale or bias is computed (a "
+                                    "DequantizeLinear's output) as a GenericOperator, which has no forward()";
   aidge.op_rules = {{"LSTM", OpForm::kAny, 0, -1, "",
                      "Aidge 0.10.1 does not schedule an imported LSTM ('Pop operator requires known, non-empty, input dims "
-                     "for scheduling')"}};
+                     "for scheduling')"},
+                    {"LayerNormalization", OpForm::kAny, 0, 1, "", aidge_ln},
+                    {"LayerNormalization", OpForm::kAny, 0, 2, "", aidge_ln}};
+  // quantize_static dequantizes a LayerNormalization's scale and bias: given in float, it imports
+  aidge.float_readers = {{"LayerNormalization", aidge_ln}};
   aidge.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT32};
   aidge.types_why = "Aidge 0.10.1 runs 8-bit quantization (and int32 biases) only";
   all.push_back(aidge);
@@ -208,6 +214,8 @@ std::vector<TargetProfile> makeProfiles() {
   qnn.op_rules_measured = "onnxruntime-qnn 2.7.0 (QNN HTP simulator, soc_model 60), 2026-11-28";
   const std::string_view qnn_int8 = "QNN HTP (onnxruntime-qnn 2.7) runs it on uint8 and uint16 activations, not int8 "
                                     "('Unsupported nodes in QNN EP'; convert --target qnn stores them as uint8)";
+  const std::string_view qnn_ln = "QNN HTP (onnxruntime-qnn 2.7) runs a LayerNormalization on uint8 or uint16 with a float "
+                                  "scale, not a dequantized one ('Unsupported nodes in QNN EP')";
   const std::string_view qnn_bounds = "QNN HTP (onnxruntime-qnn 2.7) takes Clip with constant bounds only ('QNN doesn't "
                                       "support dynamic min/max')";
   qnn.op_rules = {
@@ -219,7 +227,12 @@ std::vector<TargetProfile> makeProfiles() {
       {"Erf", OpForm::kAny, 0, -1, "", "QNN HTP (onnxruntime-qnn 2.7) has no Erf, float or quantized ('Unsupported nodes in QNN EP')"},
       {"Clip", OpForm::kAny, 0, 1, "", qnn_bounds},
       {"Clip", OpForm::kAny, 0, 2, "", qnn_bounds},
+      // LayerNormalization with quantize_static's dequantized scale runs on int8 only; with a float
+      // scale on every type: fold-dequantized-constants gives it so (float_readers)
+      {"LayerNormalization", OpForm::kQuantized, onnx::TensorProto::UINT8, 1, "", qnn_ln},
+      {"LayerNormalization", OpForm::kQuantized, onnx::TensorProto::UINT16, 1, "", qnn_ln},
   };
+  qnn.float_readers = {{"LayerNormalization", qnn_ln}};
   // measured 2026-11-28: per-tensor QDQ models declared at opsets 11 and 12 (the corpus's PP-OCR and
   // YOLO models) run; a per-axis QuantizeLinear/DequantizeLinear needs 13, as ONNX says
   // (redeclare-opset raises to it then: opsetFloor)

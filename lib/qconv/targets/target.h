@@ -48,6 +48,12 @@ struct OpRule {
   std::string_view why;         // the runtime's words
 };
 
+/// An op that takes a constant only in float, and the runtime's words for what it does otherwise.
+struct FloatReader {
+  std::string_view op;
+  std::string_view why;
+};
+
 /// 8-bit storage types, as a set.
 enum : uint8_t { kUint8 = 1, kInt8 = 2 };
 
@@ -91,7 +97,9 @@ struct TargetProfile {
   Limit nonzero_zero_point;     // a zero point other than 0
   Limit uint8;                  // uint8 Q/DQ at all
   Limit int32_dequantize;       // DequantizeLinear of int32 (a bias): else given in float, exactly
-  Limit dequantized_addend;     // a dequantized constant an Add reads (a bias quantized as its own tensor): else in float, exactly
+  /// Ops that take a constant only in float where the model dequantizes it (a bias an Add reads, a
+  /// LayerNormalization's scale and bias): fold-dequantized-constants gives them the very floats.
+  std::vector<FloatReader> float_readers;
   /// The element types its QuantizeLinear/DequantizeLinear take (onnx::TensorProto numbers; uint8
   /// and int32 as the two limits above say); empty: every type ONNX allows. Another type is
   /// refused with `types_why`.

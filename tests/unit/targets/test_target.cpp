@@ -18,8 +18,9 @@ TEST_CASE("every target has a unique name and a reason for each limit") {
     REQUIRE(!t.summary.empty());
     for (const qconv::Limit* l : {&t.qop, &t.qdq, &t.contrib, &t.per_axis, &t.conv_per_channel, &t.matmul_per_column,
                                   &t.nonzero_zero_point, &t.uint8, &t.int32_dequantize, &t.per_axis_activation,
-                                  &t.blocked, &t.float_compute, &t.integer_ops, &t.dequantized_addend})
+                                  &t.blocked, &t.float_compute, &t.integer_ops})
       REQUIRE((l->allowed || !l->why.empty()));
+    for (const qconv::FloatReader& r : t.float_readers) REQUIRE((!r.op.empty() && !r.why.empty()));
     // each op rule says why, and when it was measured
     for (const qconv::OpRule& r : t.op_rules) REQUIRE((!r.op.empty() && !r.why.empty()));
     REQUIRE((t.op_rules.empty() || !t.op_rules_measured.empty()));
@@ -41,8 +42,9 @@ TEST_CASE("without a target every form is allowed and the saturation advice is o
   const qconv::TargetProfile& none = qconv::unrestricted();
   for (const qconv::Limit* l : {&none.qop, &none.qdq, &none.contrib, &none.per_axis, &none.conv_per_channel,
                                 &none.matmul_per_column, &none.nonzero_zero_point, &none.uint8, &none.int32_dequantize,
-                                &none.per_axis_activation, &none.blocked, &none.float_compute, &none.dequantized_addend})
+                                &none.per_axis_activation, &none.blocked, &none.float_compute})
     REQUIRE(l->allowed);
+  REQUIRE(none.float_readers.empty());
   REQUIRE(none.op_rules.empty());
   REQUIRE(none.matmul_as_conv.empty());
   REQUIRE(none.explicit_zero_points.empty());

@@ -1,6 +1,7 @@
-// fold-dequantized-constants (--target tensorrt, openvino): a constant the target cannot
-// dequantize (an int32 bias; an 8-bit constant at a zero point other than 0, such as a bias an
-// Add reads; for OpenVINO, any constant an Add reads) becomes the float constant it stands for.
+// fold-dequantized-constants (--target tensorrt, openvino, aidge, qnn): a constant the target
+// cannot dequantize (an int32 bias; an 8-bit constant at a zero point other than 0, such as a bias
+// an Add reads; one an op of the profile's float_readers reads: OpenVINO's Add, Aidge's and QNN's
+// LayerNormalization) becomes the float constant it stands for.
 //
 // Before:  c_q (int32, or int8/uint8 at zero point z != 0) -> DequantizeLinear(s, z[, axis]) -> c -> op
 // After:   c (float constant, c[i] = float(c_q[i] - z[k]) * s[k], in float32 as the op computes)
@@ -10,8 +11,8 @@
 //
 // A DequantizeLinear is folded when:
 //   1. its input is a constant initializer the target's profile rules out dequantizing:
-//      int32 (int32_dequantize), a zero point other than 0 (nonzero_zero_point), or one an Add
-//      reads (dequantized_addend);
+//      int32 (int32_dequantize), a zero point other than 0 (nonzero_zero_point), or one an op of
+//      float_readers reads;
 //   2. its scale (float) and zero point are constants;
 //   3. its output is not a graph output (its readers take the constant instead).
 #include <fmt/format.h>
@@ -43,10 +44,11 @@ struct FoldDequantizedConstants {
     auto p = readConstQuant(dq, &why);  // (2)
     const bool int32 = dq.input(0)->initializer()->data_type() == onnx::TensorProto::INT32;
     const bool nonzero = p && std::any_of(p->zero_point.begin(), p->zero_point.end(), [](int64_t z) { return z != 0; });
-    const bool addend = !target.dequantized_addend.allowed &&
-                        std::any_of(dq.output(0)->uses().begin(), dq.output(0)->uses().end(),
-                                    [](const ir::Use& u) { return u.node->is("Add"); });
-    if (!(int32 && !target.int32_dequantize.allowed) && !(nonzero && !target.nonzero_zero_point.allowed) && !addend)
+    const bool read_in_float = std::any_of(dq.output(0)->uses().begin(), dq.output(0)->uses().end(), [&](const ir::Use& u) {
+      return std::any_of(target.float_readers.begin(), target.float_readers.end(),
+                         [&](const FloatReader& r) { return u.node->opType() == r.op; });
+    });
+    if (!(int32 && !target.int32_dequantize.allowed) && !(nonzero && !target.nonzero_zero_point.allowed) && !read_in_float)
       return Match<Group>::none();  // (1)
     if (!p) return Match<Group>::refuse(why);
     if (dq.output(0)->isGraphOutput()) return Match<Group>::refuse("its output is a graph output");  // (3)
@@ -75,7 +77,7 @@ struct FoldDequantizedConstants {
 
 void foldDequantizedConstants(ir::Model& model, PassContext& ctx) {
   const TargetProfile& t = ctx.target();
-  if (t.int32_dequantize.allowed && t.nonzero_zero_point.allowed) return;  // (1)
+  if (t.int32_dequantize.allowed && t.nonzero_zero_point.allowed && t.float_readers.empty()) return;  // (1)
   FoldDequantizedConstants rule{t};
   applyRule(model.graph, ctx, rule);
 }

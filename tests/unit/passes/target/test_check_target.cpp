@@ -119,3 +119,49 @@ TEST_CASE("requantize-symmetric: zero point 0 at a scale covering the old range,
   REQUIRE(r.ctx.approximations().size() == 1);
   REQUIRE(r.ctx.approximations()[0].find("worst rounding error") != std::string::npos);
 }
+
+TEST_CASE("fold-dequantized-constants: a LayerNormalization's dequantized scale is given in float for aidge and qnn, "
+          "and check-ops then finds nothing") {
+  for (const char* target : {"aidge", "qnn"}) {
+    CAPTURE(target);
+    ModelBuilder b(17);
+    b.input("x", TensorProto::FLOAT, {1, 2, 4});
+    b.floats("s", {}, {0.05f});
+    b.ints("z", TensorProto::UINT8, {}, {128});
+    b.ints("g_q", TensorProto::INT8, {4}, {100, -7, 127, 64});
+    b.floats("g_s", {}, {0.0123f});
+    b.ints("b_q", TensorProto::INT32, {4}, {-20000, 5, 16777217, 3});
+    b.floats("b_s", {}, {0.000615f});
+    b.node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "q_x");
+    b.node("DequantizeLinear", {"xq", "s", "z"}, {"xf"}, "dq_x");
+    b.node("DequantizeLinear", {"g_q", "g_s"}, {"g"}, "dq_g");
+    b.node("DequantizeLinear", {"b_q", "b_s"}, {"bias"}, "dq_b");
+    b.node("LayerNormalization", {"xf", "g", "bias"}, {"yf"}, "ln");
+    b.node("QuantizeLinear", {"yf", "s", "z"}, {"yq"}, "q_y");
+    b.node("DequantizeLinear", {"yq", "s", "z"}, {"y"}, "dq_y");
+    b.output("y", TensorProto::FLOAT);
+    auto m = b.build();
+    {
+      Reporter before(forTarget(target));
+      qconv::checkOps(m, before.ctx);
+      const auto said = before.ctx.reports(qconv::Report::Unconvertible);
+      REQUIRE(said.size() == 1);
+      REQUIRE(said[0].rfind("ln: not run by --target ", 0) == 0);
+    }
+    Reporter r(forTarget(target));
+    qconv::foldDequantizedConstants(m, r.ctx);
+    REQUIRE(r.ctx.counters().at("dequantized constants given in float") == 2);
+    const qconv::ir::Node* ln = only(m.graph, "LayerNormalization");
+    REQUIRE(ln->input(1)->isConstant());
+    const std::vector<float> g = floatsOf(ln->input(1));
+    const std::vector<float> bias = floatsOf(ln->input(2));
+    const std::vector<int64_t> gq{100, -7, 127, 64}, bq{-20000, 5, 16777217, 3};
+    for (size_t i = 0; i < 4; ++i) {
+      REQUIRE(g[i] == static_cast<float>(gq[i]) * 0.0123f);
+      REQUIRE(bias[i] == static_cast<float>(bq[i]) * 0.000615f);
+    }
+    Reporter after(forTarget(target));
+    qconv::checkOps(m, after.ctx);
+    REQUIRE(after.ctx.reports(qconv::Report::Unconvertible).empty());
+  }
+}
