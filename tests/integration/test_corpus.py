@@ -46,8 +46,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("ocr_cls", "qdq_u8s8_pc", "openvino"): OV_INPUT,
     ("ocr_cls", "qdq_u8s8_pc", "openvino f32"): OV_INPUT,
     ("ocr_cls", "qdq_s8s8_pt", "openvino f32"): OV_INPUT,
-    ("captcha", "qdq_u8s8_pc", "iree"): "IREE 3.13's compiler fails on the captcha model ('operand and result must have "
-                                        "the same size and dtype', at an op not yet pinned down), input and output alike",
 }
 
 

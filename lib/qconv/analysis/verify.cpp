@@ -17,6 +17,7 @@
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/pass.h"
+#include "qconv/passes/target/declare_shapes.h"
 #include "qconv/quant.h"
 
 namespace qconv::analysis {
@@ -348,6 +349,13 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   }
   for (const Said& s : ctx.said())
     if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);
+  if (const TargetProfile* t = options.target; t && !t->declare_shapes.empty())
+    for (const ir::Node* n : model.graph.nodes())
+      if (shapeToDeclare(*n))
+        out.add("target", n->input(0)->producer()->label(), "",
+                fmt::format("its output, of a computed shape, is not declared: {}; convert --target {} declares "
+                            "its quantized form's shape",
+                            t->declare_shapes, t->name));
   if (const TargetProfile* t = options.target) {  // an opset its runtime does not load: the model as it is fails there
     const int64_t declared = ir::defaultOpset(model);
     const int64_t floor = targetOpsetMin(*t, model);

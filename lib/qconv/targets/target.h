@@ -124,6 +124,10 @@ struct TargetProfile {
   /// Non-empty: every QuantizeLinear/DequantizeLinear is given its zero point input, 0 where it
   /// had none (add-zero-points), and this says why (RKNN's constant folding reads input 2).
   std::string_view explicit_zero_points;
+  /// Non-empty: a Reshape's output to a computed shape that the model leaves undeclared and a
+  /// QuantizeLinear reads is declared with its quantized form's shape (declare-shapes), and this
+  /// says why (IREE's importer takes it as rank 0).
+  std::string_view declare_shapes;
   /// The runtime whose x86 u8 x s8 kernels can saturate on CPUs without VNNI ("onnxruntime"):
   /// check-saturation's advisory names it; empty: the runtime has none that can, no advisory.
   std::string_view saturating_kernels;

@@ -244,3 +244,38 @@ TEST_CASE("requantize-blocked: a scale not of the blocked shape is refused, said
   REQUIRE(r.text.str().find("dq_w: not requantized per channel: its scale is not of the blocked shape") != std::string::npos);
   REQUIRE(only(m.graph, "DequantizeLinear")->attrInt("block_size", 0) == 2);
 }
+
+TEST_CASE("declare-shapes: for iree, an undeclared Reshape to a computed shape read by a QuantizeLinear gets its "
+          "quantized form's shape; a constant shape, or another target, is left as it is") {
+  for (const bool computed : {true, false}) {
+    CAPTURE(computed);
+    ModelBuilder b(13);
+    b.input("x", TensorProto::FLOAT, {1, 4});
+    if (computed) b.input("shape", TensorProto::INT64, {2});
+    else b.ints("shape", TensorProto::INT64, {2}, {2, 2});
+    b.floats("s", {}, {0.05f});
+    b.ints("z", TensorProto::UINT8, {}, {128});
+    b.node("Reshape", {"x", "shape"}, {"t"}, "reshape");
+    b.node("QuantizeLinear", {"t", "s", "z"}, {"t_q"}, "q_t");
+    b.node("DequantizeLinear", {"t_q", "s", "z"}, {"y"}, "dq_t");
+    b.output("y", TensorProto::FLOAT, {2, 2});
+    auto m = b.build();
+    Reporter other(forTarget("onnxruntime"));
+    qconv::declareShapes(m, other.ctx);
+    const qconv::ir::Value* t = only(m.graph, "Reshape")->output(0);
+    REQUIRE(t->info() == nullptr);
+    Reporter r(forTarget("iree"));
+    qconv::declareShapes(m, r.ctx);
+    if (!computed) {
+      REQUIRE(t->info() == nullptr);
+      continue;
+    }
+    REQUIRE(r.ctx.counters().at("shapes declared") == 1);
+    REQUIRE(t->info() != nullptr);
+    const auto& tensor = t->info()->type().tensor_type();
+    REQUIRE(tensor.elem_type() == TensorProto::FLOAT);
+    REQUIRE(tensor.shape().dim_size() == 2);
+    REQUIRE(tensor.shape().dim(0).dim_value() == 2);
+    REQUIRE(tensor.shape().dim(1).dim_value() == 2);
+  }
+}

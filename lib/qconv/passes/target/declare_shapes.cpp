@@ -1,0 +1,94 @@
+// declare-shapes (--target whose importer needs them: iree): a Reshape's output to a computed
+// shape, undeclared, that a QuantizeLinear reads is declared with the shape of its quantized form.
+//
+// Before:  Reshape(x, computed shape) -> t (undeclared) -> QuantizeLinear -> t_q -> DequantizeLinear -> y [16, 1, 8210]
+// After:   the same nodes; value_info declares t: float [16, 1, 8210]
+// Exact: QuantizeLinear and DequantizeLinear keep their input's shape, so t has y's shape; a
+// declaration computes nothing. (IREE's importer takes a Reshape to a computed shape, left
+// undeclared where quantize_static renamed the tensor, as rank 0, and its compiler fails at the
+// DequantizeLinear after it: "operand and result must have the same size and dtype".)
+//
+// A value is declared when:
+//   1. the target's profile asks for it (declare_shapes);
+//   2. a Reshape computes it from a shape that is not a constant, a QuantizeLinear reads it, and
+//      the model declares nothing of it;
+//   3. its element type is known (declared or inferred: ElementTypes), and the QuantizeLinear's output, or a DequantizeLinear reading
+//      that, is declared with a shape (the first such, in that order).
+#include <memory>
+
+#include "qconv/passes/target/declare_shapes.h"
+
+#include "qconv/passes/common/element_types.h"
+#include "qconv/passes/driver.h"
+#include "qconv/quant.h"
+
+namespace qconv {
+
+namespace {
+
+bool hasShape(const ir::Value* v) {
+  return v && v->info() && v->info()->type().has_tensor_type() && v->info()->type().tensor_type().has_shape();
+}
+
+/// The shape declared for q's output or a DequantizeLinear reading it, or null (condition 3).
+const onnx::TensorShapeProto* quantizedShape(const ir::Node& q) {
+  const ir::Value* out = q.output(0);
+  if (hasShape(out)) return &out->info()->type().tensor_type().shape();
+  for (const ir::Use& u : out->uses())
+    if (isDequantize(*u.node) && u.index == 0 && hasShape(u.node->output(0)))
+      return &u.node->output(0)->info()->type().tensor_type().shape();
+  return nullptr;
+}
+
+}  // namespace
+
+const onnx::TensorShapeProto* shapeToDeclare(const ir::Node& q) {
+  if (!isQuantize(q)) return nullptr;
+  const ir::Value* x = q.input(0);
+  const ir::Node* reshape = x ? x->producer() : nullptr;
+  if (!reshape || !reshape->is("Reshape") || !reshape->input(1) || reshape->input(1)->isConstant() || x->info())
+    return nullptr;  // (2)
+  return quantizedShape(q);
+}
+
+namespace {
+
+struct DeclareShapes {
+  struct Group {
+    ir::Value* x;
+    int32_t type;
+    const onnx::TensorShapeProto* shape;
+  };
+
+  const ElementTypes& types;
+
+  bool root(const ir::Node& n) const { return isQuantize(n); }
+  std::string declined(const ir::Node&) const { return "its input's shape not declared"; }
+
+  Match<Group> select(ir::Node& q) {
+    const onnx::TensorShapeProto* shape = shapeToDeclare(q);
+    const int32_t type = shape ? types.of(q.input(0)) : 0;
+    if (!type) return Match<Group>::none();  // (3)
+    return Group{q.input(0), type, shape};
+  }
+
+  void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
+    auto info = std::make_unique<onnx::ValueInfoProto>();
+    auto* tensor = info->mutable_type()->mutable_tensor_type();
+    tensor->set_elem_type(g.type);
+    *tensor->mutable_shape() = *g.shape;
+    graph.setInfo(g.x, std::move(info), true);
+    ctx.count("shapes declared");
+  }
+};
+
+}  // namespace
+
+void declareShapes(ir::Model& model, PassContext& ctx) {
+  if (!ctx.options().target || ctx.target().declare_shapes.empty()) return;  // (1)
+  const ElementTypes types(model.graph, ir::defaultOpset(model));
+  DeclareShapes rule{types};
+  applyRule(model.graph, ctx, rule);
+}
+
+}  // namespace qconv
