@@ -81,6 +81,23 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
             _c("seq_shape", np.array([SHAPE[1], 1, n], np.int64)), _c("out_shape", np.array(SHAPE, np.int64)),
             _c("lstm_w", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)),
             _c("lstm_r", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32))]
+    if op == "Add" and variant.startswith("constant quantized at run time"):  # a [1, C, 1, 1] bias, as PP-OCR's
+        # "..., after a Conv": the Add's other input a 1x1 Conv's output (quantized as the probe's form is)
+        conv = variant.endswith("after a Conv")
+        pre = ([helper.make_node("Conv", [x, "conv_w"], ["conv_y"])] +
+               ([helper.make_node("QuantizeLinear", ["conv_y", "s_in", "zp"], ["conv_q"]),
+                 helper.make_node("DequantizeLinear", ["conv_q", "s_in", "zp"], ["conv_f"])] if x != "x" else []))
+        a = ("conv_f" if x != "x" else "conv_y") if conv else x
+        return (pre if conv else []) + [
+            helper.make_node("QuantizeLinear", ["bias", "bias_step", "bias_zp"], ["bias_q"]),
+            helper.make_node("DequantizeLinear", ["bias_q", "bias_step", "bias_zp"], ["bias_f"]),
+            helper.make_node(op, [a, "bias_f"], [y])], ([_c("conv_w", (np.eye(SHAPE[1]) * 0.5).astype(np.float32)
+                                                            .reshape(SHAPE[1], SHAPE[1], 1, 1))] if conv else []) + [
+            _c("bias", rng.uniform(-1, 1, (1, SHAPE[1], 1, 1)).astype(np.float32)), _c("bias_step", np.float32(1 / 127)),
+            _c("bias_zp", np.int8(0))]
+    if op == "Add":
+        return [helper.make_node(op, [x, "bias"], [y])], [
+            _c("bias", rng.uniform(-1, 1, (1, SHAPE[1], 1, 1)).astype(np.float32))]
     if op == "LeakyRelu":
         return [helper.make_node(op, [x], [y], alpha=0.1)], []
     if op == "HardSigmoid":

@@ -39,13 +39,7 @@ SANITIZED = bool(os.environ.get("QCONV_SANITIZED"))
 
 # What still breaks a rule, each with the runtime's words: expected to fail, strictly (a fix fails
 # here until its line goes). The whole matrix's list is docs/targets.md's.
-OV_INPUT = ("OpenVINO 2026.4's AddTransformation throws on the input ('index 0 out of range', at PP-OCR's Add of a "
-            "dequantized [1, 2, 1, 1] bias); convert gives such constants in float and the output runs, but verify does "
-            "not predict the input's failure: a lone Add of a dequantized constant runs, the trigger is not pinned down")
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("ocr_cls", "qdq_u8s8_pc", "openvino"): OV_INPUT,
-    ("ocr_cls", "qdq_u8s8_pc", "openvino f32"): OV_INPUT,
-    ("ocr_cls", "qdq_s8s8_pt", "openvino f32"): OV_INPUT,
 }
 
 

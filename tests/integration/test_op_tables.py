@@ -75,7 +75,13 @@ RKNN = {
     ("Sigmoid", ""): {"float": False, "uint8": True, "int8": True},
     ("BatchNormalization", ""): {"float": False, "int8": True},
 }
-TABLES = {"qnn": QNN, "tvm": TVM, "aidge": AIDGE, "rknn": RKNN}
+# measured 2026-11-28: openvino 2026.4, CPU at its default precision
+OPENVINO = {
+    ("Add", "constant quantized at run time, after a Conv"): {"float": True, "uint8": False, "int8": False},
+    ("Add", "constant quantized at run time"): {f: True for f in EIGHT},
+    ("Add", ""): {f: True for f in EIGHT},
+}
+TABLES = {"qnn": QNN, "tvm": TVM, "aidge": AIDGE, "rknn": RKNN, "openvino": OPENVINO}
 OPSET = {"rknn": 19}  # the newest it reads; 21 for the others
 CASES = [(t, op, variant, form) for t, table in TABLES.items() for (op, variant), forms in table.items()
          for form in forms if not (variant == "quantized parameters" and form == "float")]
@@ -88,6 +94,8 @@ def need(target: str) -> None:
         pytest.importorskip("tvm")
     if target == "aidge":
         pytest.importorskip("aidge_core")
+    if target == "openvino":
+        pytest.importorskip("openvino")
     if target == "rknn":
         assert runtimes.rknn_python(), "no RKNN venv (scripts/setup_rknn.sh, run by scripts/test.sh)"
 

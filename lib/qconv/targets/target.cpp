@@ -81,6 +81,16 @@ std::vector<TargetProfile> makeProfiles() {
                       "int8 activations ('No suitable implementations'): convert --target openvino stores them as uint8, "
                       "--target openvino-f32 keeps them for INFERENCE_PRECISION_HINT f32";
   ov.float_readers = {{"Add", "OpenVINO 2026.4's AddTransformation throws on an Add of a dequantized constant"}};
+  // measured 2026-11-28 (the PP-OCR classifier's bias Add, and probes): a Conv's output plus a constant that the
+  // model quantizes at run time (QuantizeLinear of a constant, or of a Reshape of one, then DequantizeLinear) throws,
+  // at either precision (after a Relu, Sigmoid or MaxPool it runs); fold-producers computes such a constant's
+  // integers, exactly, and the Add then runs
+  const std::string_view ov_qconst = "OpenVINO 2026.4's AddTransformation throws on a Conv's output plus a constant quantized "
+                                     "at run time ('index 0 out of range'); convert folds such a QuantizeLinear where it can "
+                                     "compute it";
+  ov.op_rules_measured = "openvino 2026.4, 2026-11-28";
+  ov.op_rules = {{"Add", OpForm::kQuantized, 0, 0, "QuantizeLinear", ov_qconst, true, "Conv"},
+                 {"Add", OpForm::kQuantized, 0, 1, "QuantizeLinear", ov_qconst, true, "Conv"}};
   ov.saturating_kernels = "OpenVINO";
   ov.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::INT32,
                     22 /* INT4 */, 21 /* UINT4 */};

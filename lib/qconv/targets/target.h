@@ -46,6 +46,8 @@ struct OpRule {
   int non_constant_input = -1;  // >= 0: only when this input is not a constant (an initializer or a Constant node)
   std::string_view through;     // non-empty: only when a node of this type computes that input (a Cast in a shape)
   std::string_view why;         // the runtime's words
+  bool from_constants = false;  // only when that input is computed from constants alone (a constant quantized at run time)
+  std::string_view other_from = {};  // non-empty: only when the other input of a two-input op is this op's output, through Q/DQ
 };
 
 /// An op that takes a constant only in float, and the runtime's words for what it does otherwise.

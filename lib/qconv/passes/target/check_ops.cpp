@@ -14,7 +14,10 @@
 //      whose other input is such a tensor (a weight-first MatMul), else float;
 //   3. when the rule names an input, that input is present and not a constant (an initializer
 //      or a Constant node's output), and, when the rule names an op it goes `through`, a node of
-//      that type is among the (at most 64) nodes that compute it.
+//      that type is among the (at most 64) nodes that compute it; with `from_constants`, those
+//      nodes read constants alone (a constant quantized at run time);
+//   4. when the rule names an op the other input comes `other_from`, the node has two inputs and
+//      the other is that op's output, through at most two QuantizeLinear/DequantizeLinear.
 // The passes before chose the forms the target runs where an exact one exists (shift-types
 // stores QNN's activations as uint8, where its int8 rules do not hold); what reaches this pass
 // has none. Without --target, or for a profile without op rules, nothing is checked.
@@ -85,6 +88,38 @@ bool computedThrough(const ir::Value* v, std::string_view op) {
   return false;
 }
 
+/// Condition 3's `from_constants`: `v` is computed, and from constants alone (at most 64 nodes).
+bool computedFromConstants(const ir::Value* v) {
+  if (!v || !v->producer() || constantValue(v)) return false;
+  std::vector<const ir::Value*> todo{v};
+  std::set<const ir::Node*> seen;
+  while (!todo.empty()) {
+    const ir::Value* x = todo.back();
+    todo.pop_back();
+    if (constantValue(x)) continue;
+    const ir::Node* p = x->producer();
+    if (!p || x->isGraphInput() || seen.size() >= 64) return false;  // a graph input, or too far to say
+    if (!seen.insert(p).second) continue;
+    for (const ir::Value* in : p->inputs())
+      if (in) todo.push_back(in);
+  }
+  return true;
+}
+
+/// Condition 4: the other input of the two-input `n` (not input k) is an `op` node's output, through
+/// at most two QuantizeLinear/DequantizeLinear.
+bool otherFrom(const ir::Node& n, size_t k, std::string_view op) {
+  if (n.inputs().size() != 2) return false;
+  const ir::Value* v = n.input(1 - k);
+  for (int step = 0; step < 3 && v && v->producer(); ++step) {
+    const ir::Node* p = v->producer();
+    if (p->opType() == op && p->domain().empty()) return true;
+    if (!isQuantize(*p) && !isDequantize(*p)) return false;
+    v = p->input(0);
+  }
+  return false;
+}
+
 /// Rule op "*": `n` computes on a float input 0 (condition 1).
 bool computesInFloat(const ir::Node& n, const ElementTypes& types) {
   static const char* const kNot[] = {"Shape", "Size", "Constant", "ConstantOfShape", "Cast", "CastLike"};
@@ -102,6 +137,8 @@ bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementType
     const ir::Value* v = n.input(static_cast<size_t>(r.non_constant_input));
     if (!v || constantValue(v)) return false;
     if (!r.through.empty() && !computedThrough(v, r.through)) return false;
+    if (r.from_constants && !computedFromConstants(v)) return false;
+    if (!r.other_from.empty() && !otherFrom(n, static_cast<size_t>(r.non_constant_input), r.other_from)) return false;  // (4)
   }
   return true;
 }
@@ -113,7 +150,9 @@ std::string formText(const OpRule& r, const ir::Node& n, int32_t from) {
                                                                                        : fmt::format("{} in float", op);
   if (r.non_constant_input >= 0)
     text += r.through.empty() ? fmt::format(", its input {} not a constant", r.non_constant_input)
-                              : fmt::format(", its input {} computed through a {}", r.non_constant_input, r.through);
+                              : fmt::format(", its input {} computed {}through a {}", r.non_constant_input,
+                                            r.from_constants ? "from constants " : "", r.through);
+  if (!r.other_from.empty()) text += fmt::format(", the other a {}'s output", r.other_from);
   return text;
 }
 

@@ -119,3 +119,40 @@ TEST_CASE("redeclare-opset: an inference BatchNormalization crosses 14; iree ask
   REQUIRE(qconv::targetOpsetMin(*qconv::findTarget("iree"), m) == 15);
   REQUIRE(qconv::targetOpsetMin(*qconv::findTarget("qnn"), m) == 10);
 }
+
+TEST_CASE("check-ops: for openvino, a quantized Conv's output plus a constant quantized at run time is refused; "
+          "after a Relu, or plus a dequantized integer constant, it is not") {
+  for (const char* pre : {"Conv", "Relu"}) {
+    for (const bool at_run_time : {true, false}) {
+      CAPTURE(pre, at_run_time);
+      ModelBuilder b(13);
+      b.input("x", TensorProto::FLOAT, {1, 2, 2, 2});
+      b.floats("s", {}, {0.05f});
+      b.ints("z", TensorProto::UINT8, {}, {128});
+      b.floats("w", {2, 2, 1, 1}, {0.5f, 0.f, 0.f, 0.5f});
+      b.floats("bias", {1, 2, 1, 1}, {0.25f, -0.5f});
+      if (!at_run_time) b.ints("bias_q", TensorProto::UINT8, {1, 2, 1, 1}, {133, 118});
+      b.node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "q_x");
+      b.node("DequantizeLinear", {"xq", "s", "z"}, {"xf"}, "dq_x");
+      if (std::string(pre) == "Conv") b.node("Conv", {"xf", "w"}, {"c"}, "conv");
+      else b.node("Relu", {"xf"}, {"c"}, "relu");
+      b.node("QuantizeLinear", {"c", "s", "z"}, {"cq"}, "q_c");
+      b.node("DequantizeLinear", {"cq", "s", "z"}, {"cf"}, "dq_c");
+      if (at_run_time) b.node("QuantizeLinear", {"bias", "s", "z"}, {"bias_q"}, "q_bias");
+      b.node("DequantizeLinear", {"bias_q", "s", "z"}, {"bias_f"}, "dq_bias");
+      b.node("Add", {"cf", "bias_f"}, {"y"}, "add");
+      b.output("y", TensorProto::FLOAT);
+      auto m = b.build();
+      const auto said = refusals(m, "openvino");
+      if (std::string(pre) == "Conv" && at_run_time) {
+        REQUIRE(said.size() == 1);
+        REQUIRE(said[0] == "add: not run by --target openvino: Add on uint8, its input 1 computed from constants through a "
+                           "QuantizeLinear, the other a Conv's output: OpenVINO 2026.4's AddTransformation throws on a Conv's "
+                           "output plus a constant quantized at run time ('index 0 out of range'); convert folds such a "
+                           "QuantizeLinear where it can compute it");
+      } else {
+        REQUIRE(said.empty());
+      }
+    }
+  }
+}
