@@ -247,10 +247,14 @@ std::vector<TargetProfile> makeProfiles() {
       {"LayerNormalization", OpForm::kQuantized, onnx::TensorProto::UINT16, 1, "", qnn_ln},
   };
   qnn.float_readers = {{"LayerNormalization", qnn_ln}};
+  // measured 2026-11-28: the corpus's encoder with its Gelu chains written as Gelu runs wholly on HTP (u8s8
+  // per channel and s8s8 per tensor), Gelu read from opset 20
+  qnn.gelu_for_erf = "QNN HTP (onnxruntime-qnn 2.7) has no Erf; it runs Gelu";
   // measured 2026-11-28: per-tensor QDQ models declared at opsets 11 and 12 (the corpus's PP-OCR and
   // YOLO models) run; a per-axis QuantizeLinear/DequantizeLinear needs 13, as ONNX says
   // (redeclare-opset raises to it then: opsetFloor)
   qnn.opset_min = 10;
+  qnn.op_opset_min = {{"Gelu", 20}};  // approximate-gelu writes Gelu, which ONNX defines from opset 20
   // measured 2026-11-28: onnxruntime-qnn's default offload_graph_io_quantization runs the graph
   // input's Q and output's DQ on onnxruntime's CPU kernels, which stop at opset 27 (above)
   qnn.opset_max = 27;

@@ -130,6 +130,9 @@ struct TargetProfile {
   /// QuantizeLinear reads is declared with its quantized form's shape (declare-shapes), and this
   /// says why (IREE's importer takes it as rank 0).
   std::string_view declare_shapes;
+  /// Non-empty: the target runs no Erf, and says so; with --approximate a Gelu written with Erf
+  /// becomes one Gelu (approximate-gelu; Gelu is in op_opset_min then).
+  std::string_view gelu_for_erf;
   /// The runtime whose x86 u8 x s8 kernels can saturate on CPUs without VNNI ("onnxruntime"):
   /// check-saturation's advisory names it; empty: the runtime has none that can, no advisory.
   std::string_view saturating_kernels;

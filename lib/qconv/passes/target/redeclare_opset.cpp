@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 #include <sstream>
 #include <vector>
@@ -156,6 +157,13 @@ std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& k
 std::string checkNode(const ir::Node& n, int64_t lo, int64_t hi, const ElementTypes& types, int64_t declared) {
   for (const auto& a : n.proto().attribute())
     if (a.has_g() || a.graphs_size()) return "its subgraph's nodes are not checked (qconv moves no subgraph to another opset)";
+  // raising the opset (hi above the declared one), an op younger than the declared opset is one a
+  // pass wrote at its first version for the new opset (approximate-gelu's Gelu): only versions
+  // after that one are in its way
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const auto& v : kHistory)
+    if (n.opType() == v.op) first = std::min<int64_t>(first, v.since);
+  if (hi > declared && first > lo && first <= hi) lo = first;
   bool exists_at_lo = false, known = false;
   for (const auto& v : kHistory) {
     if (n.opType() != v.op) continue;

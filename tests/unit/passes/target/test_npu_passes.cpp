@@ -279,3 +279,82 @@ TEST_CASE("declare-shapes: for iree, an undeclared Reshape to a computed shape r
     REQUIRE(tensor.shape().dim(1).dim_value() == 2);
   }
 }
+
+namespace {
+
+/// a = DQ(Q(x)) -> Div(√2) -> Erf -> Q/DQ -> Add(1) -> Q/DQ -> Mul(a) -> Q/DQ -> Mul(0.5) -> Q/DQ -> y
+ModelBuilder geluChain() {
+  ModelBuilder b(18);
+  b.input("x", TensorProto::FLOAT, {1, 8});
+  b.floats("s", {}, {0.03f});
+  b.ints("z", TensorProto::UINT8, {}, {128});
+  b.floats("se", {}, {1.f / 127});
+  b.floats("sqrt2", {}, {1.4142135f});
+  b.floats("one", {}, {1.f});
+  b.floats("half", {}, {0.5f});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "q_x");
+  b.node("DequantizeLinear", {"xq", "s", "z"}, {"a"}, "dq_x");
+  b.node("Div", {"a", "sqrt2"}, {"d"}, "div");
+  b.node("Erf", {"d"}, {"e"}, "erf");
+  b.node("QuantizeLinear", {"e", "se", "z"}, {"eq"}, "q_e");
+  b.node("DequantizeLinear", {"eq", "se", "z"}, {"ef"}, "dq_e");
+  b.node("Add", {"ef", "one"}, {"p"}, "add");
+  b.node("QuantizeLinear", {"p", "se", "z"}, {"pq"}, "q_p");
+  b.node("DequantizeLinear", {"pq", "se", "z"}, {"pf"}, "dq_p");
+  b.node("Mul", {"a", "pf"}, {"m"}, "mul");
+  b.node("QuantizeLinear", {"m", "s", "z"}, {"mq"}, "q_m");
+  b.node("DequantizeLinear", {"mq", "s", "z"}, {"mf"}, "dq_m");
+  b.node("Mul", {"mf", "half"}, {"g"}, "mul_half");
+  b.node("QuantizeLinear", {"g", "s", "z"}, {"gq"}, "q_g");
+  b.node("DequantizeLinear", {"gq", "s", "z"}, {"y"}, "dq_g");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("approximate-gelu: for qnn with --approximate, the Erf chain becomes one Gelu, listed with its worst error; "
+          "without --approximate, or for another target, nothing changes") {
+  {
+    auto m = geluChain().build();
+    Reporter plain(forTarget("qnn"));
+    qconv::approximateGelu(m, plain.ctx);
+    Reporter other(forTarget("onnxruntime", true));
+    qconv::approximateGelu(m, other.ctx);
+    REQUIRE(nodesOf(m.graph, "Erf").size() == 1);
+    REQUIRE(nodesOf(m.graph, "Gelu").empty());
+  }
+  auto m = geluChain().build();
+  Reporter r(forTarget("qnn", true));
+  qconv::approximateGelu(m, r.ctx);
+  REQUIRE(nodesOf(m.graph, "Erf").empty());
+  REQUIRE(nodesOf(m.graph, "Div").empty());
+  REQUIRE(nodesOf(m.graph, "Mul").empty());
+  REQUIRE(nodesOf(m.graph, "Add").empty());
+  const qconv::ir::Node* gelu = only(m.graph, "Gelu");
+  REQUIRE(gelu->input(0)->producer()->opType() == "DequantizeLinear");   // a
+  REQUIRE(gelu->output(0)->uses().size() == 1);
+  REQUIRE(gelu->output(0)->uses()[0].node->opType() == "QuantizeLinear");  // q_g
+  REQUIRE(nodesOf(m.graph, "QuantizeLinear").size() == 2);  // q_x, q_g: the three inside are gone
+  const auto listed = r.ctx.approximations();
+  REQUIRE(listed.size() == 1);
+  REQUIRE(listed[0].find("the Gelu written with Erf (and 3 quantizations inside it) as one Gelu, for --target qnn: worst "
+                         "error ") != std::string::npos);
+  REQUIRE(r.ctx.counters().at("Gelu chains written as one Gelu") == 1);
+}
+
+TEST_CASE("approximate-gelu: a chain whose constant is not 1 is refused with the requirement that failed") {
+  auto b = geluChain();
+  b.floats("one_and_a_bit", {}, {1.5f});
+  auto m0 = b.build();
+  qconv::ir::Node* add = only(m0.graph, "Add");
+  qconv::ir::Value* k = nullptr;
+  for (const auto& v : m0.graph.allValues())
+    if (v->name() == "one_and_a_bit") k = v.get();
+  REQUIRE(k);
+  m0.graph.setInput(add, 1, k);
+  Reporter r(forTarget("qnn", true));
+  qconv::approximateGelu(m0, r.ctx);
+  REQUIRE(nodesOf(m0.graph, "Erf").size() == 1);
+  REQUIRE(r.text.str().find("erf: not written as one Gelu: Erf is not followed by an Add of 1") != std::string::npos);
+}
