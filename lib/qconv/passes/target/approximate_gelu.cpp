@@ -3,8 +3,8 @@
 // QuantizeLinear, so the target runs it.
 //
 // Before:  a -> Div(√2) -> Erf -> [Q/DQ] -> Add(1) -> [Q/DQ] -> Mul(a) -> [Q/DQ] -> Mul(0.5) -> v -> QuantizeLinear
-//          (a = DequantizeLinear(a_q); a * (1 + erf) * 0.5 in that order: PyTorch's export of
-//          a * 0.5 * (1 + erf) is not matched yet)
+//          (a = DequantizeLinear(a_q); a * (1 + erf) * 0.5 in that order, as torch.onnx exports
+//          F.gelu; a graph multiplying by 0.5 first is not matched yet)
 // After:   a -> Gelu -> v -> QuantizeLinear        (opset 20: the profile's op_opset_min declares it)
 // An approximation: the chain rounds at each QuantizeLinear inside it, Gelu does not. Each Gelu
 // is listed with its worst error, in steps of v's QuantizeLinear, found by running both over
