@@ -352,7 +352,7 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   if (const TargetProfile* t = options.target; t && !t->declare_shapes.empty())
     for (const ir::Node* n : model.graph.nodes())
       if (shapeToDeclare(*n))
-        out.add("target", n->input(0)->producer()->label(), "",
+        out.add("target", n->label(), "",
                 fmt::format("its output, of a computed shape, is not declared: {}; convert --target {} declares "
                             "its quantized form's shape",
                             t->declare_shapes, t->name));

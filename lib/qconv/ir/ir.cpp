@@ -93,6 +93,14 @@ void Graph::setInfo(Value* v, std::unique_ptr<onnx::ValueInfoProto> info, bool f
   if (!v->info_) v->info_ = std::move(info);
 }
 
+void Graph::declareInfo(Value* v, std::unique_ptr<onnx::ValueInfoProto> info) {
+  if (!v->in_value_info_ && !v->graph_input_ && !v->graph_output_) {
+    v->in_value_info_ = true;
+    value_info_order_.push_back(v);
+  }
+  v->info_ = std::move(info);
+}
+
 void Graph::markGraphInput(Value* v) {
   v->graph_input_ = true;
   inputs_.push_back(v);

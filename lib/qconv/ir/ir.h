@@ -158,6 +158,9 @@ class Graph {
   /// `bytes`: where a file-backed tensor's bytes are (io resolves them); empty for an inline one.
   void setInitializer(Value* v, std::unique_ptr<onnx::TensorProto> t, FileBytes bytes = {});
   void setInfo(Value* v, std::unique_ptr<onnx::ValueInfoProto> info, bool from_value_info);
+  /// A pass's declaration of `v` (declare-shapes): replaces what the model declared, listed in
+  /// value_info unless it is a graph input or output.
+  void declareInfo(Value* v, std::unique_ptr<onnx::ValueInfoProto> info);
   void markGraphInput(Value* v);
   void markGraphOutput(Value* v);
   /// Append a node parsed from the model; inputs/outputs given as values (null = absent).

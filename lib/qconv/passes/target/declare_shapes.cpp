@@ -1,8 +1,10 @@
 // declare-shapes (--target whose importer needs them: iree): a Reshape's output to a computed
-// shape, undeclared, that a QuantizeLinear reads is declared with the shape of its quantized form.
+// shape, its shape undeclared, that a QuantizeLinear or DequantizeLinear reads is declared with
+// the shape of the other side.
 //
 // Before:  Reshape(x, computed shape) -> t (undeclared) -> QuantizeLinear -> t_q -> DequantizeLinear -> y [16, 1, 8210]
-// After:   the same nodes; value_info declares t: float [16, 1, 8210]
+//          Reshape(x_q, computed shape) -> t_q (undeclared) -> DequantizeLinear -> y [16, 1, 8210]
+// After:   the same nodes; value_info declares t: float [16, 1, 8210] (t_q: its 8-bit type)
 // Exact: QuantizeLinear and DequantizeLinear keep their input's shape, so t has y's shape; a
 // declaration computes nothing. (IREE's importer takes a Reshape to a computed shape, left
 // undeclared where quantize_static renamed the tensor, as rank 0, and its compiler fails at the
@@ -10,10 +12,11 @@
 //
 // A value is declared when:
 //   1. the target's profile asks for it (declare_shapes);
-//   2. a Reshape computes it from a shape that is not a constant, a QuantizeLinear reads it, and
-//      the model declares nothing of it;
-//   3. its element type is known (declared or inferred: ElementTypes), and the QuantizeLinear's output, or a DequantizeLinear reading
-//      that, is declared with a shape (the first such, in that order).
+//   2. a Reshape computes it from a shape that is not a constant, and the model declares no
+//      shape for it (an entry with its type alone is given the shape);
+//   3. its element type is known (declared or inferred: ElementTypes), and a QuantizeLinear
+//      reading it has its output, or a DequantizeLinear of that, declared with a shape, or a
+//      DequantizeLinear reading it has its output so declared (the first such).
 #include <memory>
 
 #include "qconv/passes/target/declare_shapes.h"
@@ -42,13 +45,17 @@ const onnx::TensorShapeProto* quantizedShape(const ir::Node& q) {
 
 }  // namespace
 
-const onnx::TensorShapeProto* shapeToDeclare(const ir::Node& q) {
-  if (!isQuantize(q)) return nullptr;
-  const ir::Value* x = q.input(0);
-  const ir::Node* reshape = x ? x->producer() : nullptr;
-  if (!reshape || !reshape->is("Reshape") || !reshape->input(1) || reshape->input(1)->isConstant() || x->info())
-    return nullptr;  // (2)
-  return quantizedShape(q);
+const onnx::TensorShapeProto* shapeToDeclare(const ir::Node& reshape) {
+  if (!reshape.is("Reshape") || !reshape.input(1) || reshape.input(1)->isConstant()) return nullptr;
+  const ir::Value* x = reshape.output(0);
+  if (!x || hasShape(x) || x->uses().empty()) return nullptr;  // (2)
+  for (const ir::Use& u : x->uses()) {
+    if (u.index != 0) continue;
+    if (isQuantize(*u.node))
+      if (const onnx::TensorShapeProto* shape = quantizedShape(*u.node)) return shape;
+    if (isDequantize(*u.node) && hasShape(u.node->output(0))) return &u.node->output(0)->info()->type().tensor_type().shape();
+  }
+  return nullptr;
 }
 
 namespace {
@@ -62,14 +69,14 @@ struct DeclareShapes {
 
   const ElementTypes& types;
 
-  bool root(const ir::Node& n) const { return isQuantize(n); }
+  bool root(const ir::Node& n) const { return n.is("Reshape"); }
   std::string declined(const ir::Node&) const { return "its input's shape not declared"; }
 
-  Match<Group> select(ir::Node& q) {
-    const onnx::TensorShapeProto* shape = shapeToDeclare(q);
-    const int32_t type = shape ? types.of(q.input(0)) : 0;
+  Match<Group> select(ir::Node& reshape) {
+    const onnx::TensorShapeProto* shape = shapeToDeclare(reshape);
+    const int32_t type = shape ? types.of(reshape.output(0)) : 0;
     if (!type) return Match<Group>::none();  // (3)
-    return Group{q.input(0), type, shape};
+    return Group{reshape.output(0), type, shape};
   }
 
   void rewrite(ir::Graph& graph, Group& g, PassContext& ctx) {
@@ -77,7 +84,7 @@ struct DeclareShapes {
     auto* tensor = info->mutable_type()->mutable_tensor_type();
     tensor->set_elem_type(g.type);
     *tensor->mutable_shape() = *g.shape;
-    graph.setInfo(g.x, std::move(info), true);
+    graph.declareInfo(g.x, std::move(info));  // an entry without a shape: replaced
     ctx.count("shapes declared");
   }
 };

@@ -7,8 +7,9 @@
 
 namespace qconv {
 
-/// The shape declare-shapes gives `q`'s input (a Reshape's output to a computed shape that the
-/// model leaves undeclared, read by the QuantizeLinear `q`): its quantized form's, or null.
-const onnx::TensorShapeProto* shapeToDeclare(const ir::Node& q);
+/// The shape declare-shapes gives the output of `reshape` (a Reshape to a computed shape whose
+/// output's shape the model leaves undeclared, read by a QuantizeLinear or DequantizeLinear):
+/// the other side's, or null.
+const onnx::TensorShapeProto* shapeToDeclare(const ir::Node& reshape);
 
 }  // namespace qconv

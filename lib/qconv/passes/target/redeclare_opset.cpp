@@ -11,7 +11,10 @@
 //      axis of an input of known rank; the node then gets its axis written out (the two
 //      versions' defaults differ: 1 before, -1 after), which changes nothing else.
 //   2. BatchNormalization crossing version 14 (which removed the training outputs saved_mean and
-//      saved_var) keeps its meaning when the node uses its output Y only (inference).
+//      saved_var) keeps its meaning when the node uses its output Y only (inference);
+//   3. raising across a version that moved attribute axes to input 1 (Squeeze, Unsqueeze and
+//      ReduceSum at 13, the other Reduce ops at 18): the node keeps its meaning with its axes
+//      given as a constant int64 input (none given: none, the default of both).
 // A node that fails them is
 // unconvertible (its text names the version in the way), so refuse-foreign-ops, right after,
 // refuses the model with it (exit 4) and the opset stays as declared.
@@ -115,10 +118,17 @@ bool inferenceOnly(const ir::Node& n) {
   return true;
 }
 
+/// Condition 3: version `v` moved attribute axes to an input, and the opset rises across it.
+bool movesAxes(const OpVersion& v, int64_t declared) {
+  const std::string_view changed = v.changed;
+  return declared < v.since &&
+         (changed == "attribute axes removed" || changed == "input axes added, not optional; attribute axes removed");
+}
+
 /// Why `n` (declared at `declared`) cannot move across version `v` of its operator, or empty.
 std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& known, int64_t declared) {
   const bool exempt = (isAxisCoercing(v.op) && v.since == 13 && lastAxis(n, declared) >= 0) ||
-                      (v.op == "BatchNormalization" && v.since == 14 && inferenceOnly(n));
+                      (v.op == "BatchNormalization" && v.since == 14 && inferenceOnly(n)) || movesAxes(v, declared);
   if (*v.changed && !exempt) {
     if (isAxisCoercing(v.op))
       return fmt::format("{} (the versions agree on the last axis of an input of known rank only)", v.changed);
@@ -229,6 +239,20 @@ void declareOpset(ir::Model& model, int64_t to) {
         removeAttribute(*n, "axis");
         setIntAttribute(*n, "axis", axis);
       }
+  if (from < to)  // condition 3: axes from the attribute to a constant input
+    for (ir::Node* n : model.graph.nodes()) {
+      if (!n->domain().empty() || !n->attribute("axes")) continue;
+      const bool moved = std::any_of(std::begin(kHistory), std::end(kHistory), [&](const OpVersion& v) {
+        return v.op == n->opType() && v.since > from && v.since <= to && movesAxes(v, from);
+      });
+      if (!moved) continue;
+      const auto& ints = n->attribute("axes")->ints();
+      std::vector<int64_t> axes(ints.begin(), ints.end());
+      ir::Value* input = model.graph.addInitializer(
+          n->label() + "_axes", ir::makeIntTensor(onnx::TensorProto::INT64, {static_cast<int64_t>(axes.size())}, axes));
+      removeAttribute(*n, "axes");
+      if (n->inputs().size() < 2 || !n->inputs()[1]) model.graph.setInput(n, 1, input);
+    }
   for (auto& op : *model.shell.mutable_opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(to);
 }

@@ -156,3 +156,22 @@ TEST_CASE("check-ops: for openvino, a quantized Conv's output plus a constant qu
     }
   }
 }
+
+TEST_CASE("redeclare-opset: raised across 13 (Unsqueeze, Squeeze, ReduceSum) or 18 (ReduceMean), axes move from the "
+          "attribute to a constant input") {
+  ModelBuilder b(12);
+  b.input("x", TensorProto::FLOAT, {2, 3});
+  setInts(b.node("Unsqueeze", {"x"}, {"u"}, "unsqueeze"), "axes", {0});
+  setInts(b.node("ReduceMean", {"u"}, {"y"}, "mean"), "axes", {-1});
+  b.output("y", TensorProto::FLOAT);
+  auto m = b.build();
+  REQUIRE(qconv::opsetRaiseBlocker(m, 12, 18).empty());
+  qconv::declareOpset(m, 18);
+  for (const char* op : {"Unsqueeze", "ReduceMean"}) {
+    CAPTURE(op);
+    const qconv::ir::Node* n = only(m.graph, op);
+    REQUIRE(n->attribute("axes") == nullptr);
+    REQUIRE(n->input(1)->isConstant());
+    REQUIRE(intsOf(n->input(1)) == std::vector<int64_t>{std::string(op) == "Unsqueeze" ? 0 : -1});
+  }
+}
