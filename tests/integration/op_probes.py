@@ -98,6 +98,17 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
     if op == "Add":
         return [helper.make_node(op, [x, "bias"], [y])], [
             _c("bias", rng.uniform(-1, 1, (1, SHAPE[1], 1, 1)).astype(np.float32))]
+    if op == "Slice":  # every other row and column ("strided": YOLO's focus layer), or all of them
+        steps = 2 if variant == "strided" else 1
+        nodes = [helper.make_node("Slice", [x, "sl_starts", "sl_ends", "sl_axes", "sl_steps"],
+                                  ["sliced" if steps == 2 else y], name="probe")]
+        if steps == 2:  # four copies of the quarter, back to the probe's shape
+            nodes += [helper.make_node("Concat", ["sliced"] * 4, ["quarters"], axis=1),
+                      helper.make_node("Reshape", ["quarters", "sl_shape"], [y])]
+        return nodes, [
+            _c("sl_starts", np.array([0, 0], np.int64)), _c("sl_ends", np.array([SHAPE[2], SHAPE[3]], np.int64)),
+            _c("sl_axes", np.array([2, 3], np.int64)), _c("sl_steps", np.array([steps, steps], np.int64)),
+            _c("sl_shape", np.array(SHAPE, np.int64))]
     if op == "LeakyRelu":
         return [helper.make_node(op, [x], [y], alpha=0.1)], []
     if op == "HardSigmoid":

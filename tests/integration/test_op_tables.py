@@ -74,6 +74,8 @@ RKNN = {
     ("LSTM", ""): {"float": False},
     ("Sigmoid", ""): {"float": False, "uint8": True, "int8": True},
     ("BatchNormalization", ""): {"float": False, "int8": True},
+    ("Slice", "strided"): {"int8": False, "uint8": False},
+    ("Slice", ""): {"int8": True, "uint8": True},
 }
 # measured 2026-11-28: openvino 2026.4, CPU at its default precision
 OPENVINO = {

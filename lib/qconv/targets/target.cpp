@@ -293,6 +293,9 @@ std::vector<TargetProfile> makeProfiles() {
                                        "not in 8 or 16 bits"},
       {"*", OpForm::kFloat, 0, -1, "", "rknn-toolkit2 2.5 computes an op the model gives in float in float16 (its layer "
                                        "table: FLOAT16), not in 8 or 16 bits"},
+      // measured 2026-11-28 (the corpus's YOLO focus layer, and probes): a Slice with steps 1 runs on the NPU
+      {"Slice", OpForm::kAny, 0, -1, "", "rknn-toolkit2 2.5 runs a strided Slice on the CPU (its layer table: Slice INT8 "
+                                         "on the CPU), float or quantized", false, "", 4},
   };
   rknn.opset_min = 10;  // measured 2026-11-28: opset 11 and 12 QDQ models build; per axis needs 13 (opsetFloor)
   rknn.saturating_kernels = "";

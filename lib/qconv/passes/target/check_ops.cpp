@@ -17,7 +17,9 @@
 //      that type is among the (at most 64) nodes that compute it; with `from_constants`, those
 //      nodes read constants alone (a constant quantized at run time);
 //   4. when the rule names an op the other input comes `other_from`, the node has two inputs and
-//      the other is that op's output, through at most two QuantizeLinear/DequantizeLinear.
+//      the other is that op's output, through at most two QuantizeLinear/DequantizeLinear;
+//   5. when the rule names a `not_ones_input`, that input is a constant holding a value other
+//      than 1 (a Slice's steps).
 // The passes before chose the forms the target runs where an exact one exists (shift-types
 // stores QNN's activations as uint8, where its int8 rules do not hold); what reaches this pass
 // has none. Without --target, or for a profile without op rules, nothing is checked.
@@ -129,6 +131,15 @@ bool computesInFloat(const ir::Node& n, const ElementTypes& types) {
   return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::FLOAT16;
 }
 
+/// Condition 5: input k of `n` is a constant integer tensor holding a value other than 1.
+bool notOnes(const ir::Node& n, int k) {
+  const ir::Value* v = n.input(static_cast<size_t>(k));
+  if (!v || !v->isConstant()) return false;
+  std::string why;
+  auto values = ir::readInts(*v, &why);
+  return values && std::any_of(values->begin(), values->end(), [](int64_t x) { return x != 1; });
+}
+
 bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementTypes* types) {
   if (r.op == "*" ? !(types && computesInFloat(n, *types)) : n.opType() != r.op) return false;  // (1)
   if (r.form == OpForm::kFloat && from) return false;  // (2)
@@ -140,6 +151,7 @@ bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementType
     if (r.from_constants && !computedFromConstants(v)) return false;
     if (!r.other_from.empty() && !otherFrom(n, static_cast<size_t>(r.non_constant_input), r.other_from)) return false;  // (4)
   }
+  if (r.not_ones_input >= 0 && !notOnes(n, r.not_ones_input)) return false;  // (5)
   return true;
 }
 
@@ -153,6 +165,7 @@ std::string formText(const OpRule& r, const ir::Node& n, int32_t from) {
                               : fmt::format(", its input {} computed {}through a {}", r.non_constant_input,
                                             r.from_constants ? "from constants " : "", r.through);
   if (!r.other_from.empty()) text += fmt::format(", the other a {}'s output", r.other_from);
+  if (r.not_ones_input >= 0) text += fmt::format(", its input {} not all ones", r.not_ones_input);
   return text;
 }
 
