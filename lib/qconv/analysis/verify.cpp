@@ -17,7 +17,7 @@
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/pass.h"
-#include "qconv/passes/target/declare_shapes.h"
+#include "qconv/passes/common/undeclared_shape.h"
 #include "qconv/quant.h"
 
 namespace qconv::analysis {

@@ -1,4 +1,4 @@
-// declare-shapes' condition, which verify --target shares (declare_shapes.cpp has the contract).
+// declare-shapes' condition, which verify --target shares (target/declare_shapes.cpp has the contract).
 #pragma once
 
 #include <onnx/onnx_pb.h>
