@@ -8,12 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 seconds="${1:-60}"
-scripts/setup.sh --no-venv
-if [ ! -f build-fuzz/build.ninja ]; then
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DQCONV_FUZZ=ON -DQCONV_SANITIZE=address,undefined -DQCONV_BUILD_TESTS=OFF -DQCONV_BUILD_BENCH=OFF >/dev/null
-fi
-cmake --build build-fuzz --target fuzz_convert -- -j"$(nproc)" >/dev/null || cmake --build build-fuzz --target fuzz_convert
+scripts/asan_build.sh fuzz_convert  # the sanitized build scripts/sanitize.sh runs the tests on (built once)
 mkdir -p build-fuzz/corpus build-fuzz/artifacts
 seeds=$(find test_data tests/hostile/corpus -name '*.onnx' -size -1024k | sort)
 mkdir -p build-fuzz/seeds && cp $seeds build-fuzz/seeds/ 2>/dev/null || true
@@ -22,7 +17,7 @@ mkdir -p build-fuzz/seeds && cp $seeds build-fuzz/seeds/ 2>/dev/null || true
 echo "== fuzzing for ${seconds}s, seeds: $(ls build-fuzz/seeds | wc -l) models"
 start=$(date +%s)
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  build-fuzz/fuzz_convert -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
+  build-asan/fuzz_convert -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
   -artifact_prefix=build-fuzz/artifacts/ build-fuzz/corpus build-fuzz/seeds 2>build-fuzz/fuzz.log \
   || { tail -60 build-fuzz/fuzz.log; exit 1; }
 grep -E "stat::number_of_executed_units|stat::peak_rss_mb|INITED|DONE" build-fuzz/fuzz.log | sed 's/^/fuzz: /'

@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite (ctest and pytest) against a build with AddressSanitizer and
-# UndefinedBehaviorSanitizer (g++; any report fails the test that triggered it).
+# UndefinedBehaviorSanitizer (clang, scripts/asan_build.sh; any report fails the test that triggered it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 scripts/setup.sh
-if [ ! -f build-asan/build.ninja ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQCONV_SANITIZE=address,undefined \
-    -DQCONV_BUILD_BENCH=OFF >/dev/null
-fi
-cmake --build build-asan -- -j"$(nproc)" >/dev/null || cmake --build build-asan
+scripts/asan_build.sh  # clang; the fuzzer's build too (scripts/fuzz.sh)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "== unit tests under ASan+UBSan"
 ctest --test-dir build-asan --output-on-failure -j"$(nproc)"

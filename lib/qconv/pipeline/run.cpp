@@ -387,7 +387,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   report.summary = summary(ctx);
   if (in_memory) log.info("{}: converted in memory: {}", item.input, report.summary);
   else log.info("{}: wrote {}: {}", item.input, item.output, report.summary);
-#if !defined(__SANITIZE_ADDRESS__)  // a leak checker would report the models, rightly
+#if !defined(QCONV_SANITIZED)  // a leak checker would report the models, rightly (CMakeLists.txt: any sanitizer build)
   if (options.exiting_after && !item.batch) {  // the models' memory goes with the process
     model.byte_source.reset();  // but its files are closed, their temporaries removed, as ever
     model.byte_keeper.reset();
