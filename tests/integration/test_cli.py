@@ -108,7 +108,7 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
     headers = [l for l in r.stdout.splitlines() if l.startswith("; IR after")]
     assert headers == ["; IR after parse", "; IR after validate", "; IR after fold-constants", "; IR after lower-contrib-qdq",
                        "; IR after lower-vitis-qdq", "; IR after lower-qonnx-quant", "; IR after lower-fake-quantize",
-                       "; IR after fold-producers", "; IR after lower-primitive-qdq",
+                       "; IR after requantize-shared-bias", "; IR after fold-producers", "; IR after lower-primitive-qdq",
                        "; IR after lower-integer-ops", "; IR after lift-float-form", "; IR after pair-qdq", "; IR after scalarize-one-channel", "; IR after requantize-per-tensor", "; IR after fuse-matmul-nbits",
                        "; IR after fuse-gather-block-quantized", "; IR after move-on-int8", "; IR after gemm-as-conv",
                        "; IR after fuse-qlinear-conv", "; IR after fuse-qlinear-matmul", "; IR after fuse-contrib",
@@ -139,7 +139,7 @@ def test_passes_lists_the_registry():
     r = subprocess.run([qconv_bin(), "passes"], capture_output=True, text=True)
     assert r.returncode == 0
     assert "fuse-qlinear-conv" in r.stdout and ("--format qdq: validate,fold-constants,lower-contrib-qdq,lower-vitis-qdq,lower-qonnx-quant,"
-                                                     "lower-fake-quantize,unfuse-qop,lower-matmul-nbits,lower-gather-block-quantized,unfuse-integer-ops,fold-producers,lower-primitive-qdq,"
+                                                     "lower-fake-quantize,requantize-shared-bias,unfuse-qop,lower-matmul-nbits,lower-gather-block-quantized,unfuse-integer-ops,fold-producers,lower-primitive-qdq,"
                                                      "lower-integer-ops,lift-float-form,pair-qdq,scalarize-one-channel,requantize-per-tensor,shift-types,"
                                                      "dequantize-moves,widen-packed,matmul-as-conv,fold-dequantized-constants,requantize-symmetric,"
                                                      "requantize-blocked,requantize-wide,approximate-gelu,add-zero-points,declare-shapes,"

@@ -13,6 +13,7 @@
 #include "qconv/analysis/quant_sites.h"
 #include "qconv/passes/common/contrib_defs.h"
 #include "qconv/passes/common/opset_history.h"
+#include "qconv/passes/common/shared_bias.h"
 #include "qconv/analysis/representation.h"
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
@@ -306,6 +307,15 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   }
   for (const Disagreement& d : disagreements(model.graph, sites))
     out.add("representation", *d.second.node, d.second.tensor, d.message);
+  for (const SharedBias& b : sharedBiases(model.graph))  // QOp nodes reading one int32 bias at two scales
+    for (size_t k = 1; k < b.reads.size(); ++k)
+      out.add("representation", *b.reads[k].node, b.bias,
+              fmt::format("'{}' is also the int32 bias of {}, at x_scale * w_scale {}; here it is at {}: one bias "
+                          "read at two scales, so this node adds another bias than the model's (onnxruntime's "
+                          "quantize_static quantizes a bias several nodes share once, for the first); convert "
+                          "--approximate gives it the first one's bias at its own scale",
+                          b.bias->name(), b.reads[0].node->label(), biasScaleText(b.reads[0].scale),
+                          biasScaleText(b.reads[k].scale)));
 
   PassOptions passes;
   passes.check_saturation = true;
@@ -313,7 +323,7 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   spdlog::logger quiet("verify");  // no sink: the passes' words become findings, not stderr lines
   PassContext ctx(quiet, passes, model.path);
   ctx.setPass("check-saturation");
-  checkSaturation(model, ctx);  // says nothing for a target without onnxruntime's kernels
+  if (options.saturation) checkSaturation(model, ctx);  // says nothing for a target without onnxruntime's kernels
   for (const Said& s : ctx.said())
     if (s.kind == Report::Advisory)
       out.add("saturation", s.subject, "", s.text, options.target ? Severity::Warning : Severity::Note);

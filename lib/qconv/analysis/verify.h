@@ -7,7 +7,8 @@
 //   per-axis            scale and zero point lengths differ; several scales where one is allowed;
 //                       an axis outside the tensor's rank; a length other than that dimension's
 //   representation      a tensor two ops read or write with different scale or zero point (the
-//                       data-movement ops between them carry it: Reshape, MaxPool, Concat, ...)
+//                       data-movement ops between them carry it: Reshape, MaxPool, Concat, ...);
+//                       an int32 bias QOp nodes read at different x_scale * w_scale (shared_bias.h)
 //   bias-scale          a Conv/Gemm bias dequantized at another scale than x_scale * w_scale, or
 //                       at a zero point other than 0
 //   bias-overflow       a float bias of a quantized Conv/Gemm that does not fit int32 at
@@ -64,6 +65,7 @@ struct Finding {
 struct VerifyOptions {
   bool symmetric = false;  // also name what a runtime taking int8 at zero point 0 only refuses
   const TargetProfile* target = nullptr;  // the runtime the model is for (null: advisories for all)
+  bool saturation = true;  // check-saturation's findings (never errors; it reads every u8 x s8 weight)
 };
 
 std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options);

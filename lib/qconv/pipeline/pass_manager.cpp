@@ -8,6 +8,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/ir/dump.h"
+#include "qconv/pipeline/output_errors.h"
 
 namespace qconv {
 
@@ -49,6 +50,8 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
     fmt::print(*dump, "; IR after parse\n");
     ir::dump(model.graph, *dump);
   }
+  // the input's errors, to say which of the output's it kept (output_errors.h)
+  const std::vector<analysis::Finding> input_errors = timeStage("verify input", [&] { return verifyErrors(model); });
   for (const PassInfo* p : passes_) {
     throwIfCancelled(cancel, ctx.path());
     ctx.setPass(p->name);
@@ -58,6 +61,8 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
       ir::dump(model.graph, *dump);
     }
   }
+  ctx.setPass("verify-output");
+  timeStage("verify output", [&] { sayOutputErrors(input_errors, model, ctx); });
   ctx.setPass("");
 }
 

@@ -25,7 +25,8 @@ class PassManager {
   const std::vector<const PassInfo*>& passes() const { return passes_; }
 
   /// Run the passes over `model`; with `dump`, print the IR after each. Before each pass,
-  /// throwIfCancelled(cancel) (diag.h).
+  /// throwIfCancelled(cancel) (diag.h). verify's errors in the model before and after are the
+  /// stages "verify input" and "verify output": the output's are said (output_errors.h).
   void run(ir::Model& model, PassContext& ctx, std::ostream* dump, const std::atomic<bool>* cancel = nullptr);
 
   /// Time an I/O stage (parse, emit) alongside the passes.

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/common/shared_bias.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -46,16 +47,6 @@ std::optional<int64_t> perAxis(const ir::Node& n, const QOperand& op, const ir::
   return std::nullopt;
 }
 
-/// Positive finite float constants, or nullopt.
-std::optional<std::vector<float>> positiveConstants(const ir::Value* v) {
-  std::string why;
-  auto f = v && v->isConstant() ? ir::readFloats(*v, &why) : std::nullopt;
-  if (!f || f->empty()) return std::nullopt;
-  for (float x : *f)
-    if (!(std::isfinite(x) && x > 0)) return std::nullopt;
-  return f;
-}
-
 /// (2)-(4): DequantizeLinear of (x, scale, zero point), per tensor or along the operand's axis.
 bool planDequantized(const ir::Node& n, const QOperand& op, int64_t opset, OperandPlan& p, std::string* why) {
   p.scale = n.input(static_cast<size_t>(op.s));
@@ -89,19 +80,17 @@ bool planDequantized(const ir::Node& n, const QOperand& op, int64_t opset, Opera
 }
 
 /// (5): the int32 bias at the product of two scales (times QGemm's alpha), zero point 0.
-bool planBias(const ir::Node& n, const QOperand& op, int64_t opset, OperandPlan& p, std::string* why) {
+bool planBias(ir::Node& n, const QOperand& op, int64_t opset, OperandPlan& p, std::string* why) {
   if (p.x->elemType() != onnx::TensorProto::INT32) {
     *why = fmt::format("{} is {}, not int32", op.name, ir::typeName(p.x->elemType()));
     return false;
   }
-  auto a = positiveConstants(n.input(static_cast<size_t>(op.s)));
-  auto b = positiveConstants(n.input(static_cast<size_t>(op.zp)));
-  if (!a || a->size() != 1 || !b) {
+  auto read = biasReadOf(n);  // shared_bias.h: verify reads the same scale
+  if (!read) {
     *why = fmt::format("the scale of {} (the product of the input's and the weight's) needs both constant and positive", op.name);
     return false;
   }
-  const float alpha = n.attrFloat("alpha", 1.0f);  // QGemm: C at alpha * a_s * b_s
-  for (float s : *b) p.bias_scale.push_back(alpha * (*a)[0] * s);
+  p.bias_scale = std::move(read->scale);
   for (float s : p.bias_scale)
     if (!(std::isfinite(s) && s > 0)) {
       *why = fmt::format("the scale of {} is {}", op.name, s);
