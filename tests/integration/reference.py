@@ -492,7 +492,16 @@ class QLinearConvTranspose(OpRun):
         return (_quantized(r, y_scale, y_zero_point, x.dtype),)
 
 
-_EXACT = [Softmax, DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, Conv, MatMul, Gemm, QuantizeLinearMs,
+class GlobalMaxPool(OpRun):
+    """The largest value over every spatial axis (2 and after), kept as 1s. onnx.reference 1.20's
+    takes axes 1 and 2 of a 3-D input (magika's [1, 512, 508] -> (1, 1), not (1, 512, 1))."""
+    op_domain = ""
+
+    def _run(self, x):
+        return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
+
+
+_EXACT = [Softmax, GlobalMaxPool, DequantizeLinear, QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger, Conv, MatMul, Gemm, QuantizeLinearMs,
           DequantizeLinearMs, QGemm, QLinearConvMs, QLinearConvTranspose, QLinearSoftmax, *_CONTRIB]
 
 
