@@ -12,6 +12,7 @@
 #include "qconv/analysis/annotation.h"
 #include "qconv/analysis/quant_sites.h"
 #include "qconv/passes/common/contrib_defs.h"
+#include "qconv/passes/common/computed_dims.h"
 #include "qconv/passes/common/opset_history.h"
 #include "qconv/passes/common/shared_bias.h"
 #include "qconv/analysis/representation.h"
@@ -359,6 +360,8 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   }
   for (const Said& s : ctx.said())
     if (s.kind == Report::Unconvertible) out.add("target", s.subject, "", s.text);
+  if (const TargetProfile* t = options.target; t && !t->computed_dims_concat.empty())
+    for (const ComputedDimsJoin& j : computedDimsJoins(model.graph)) out.add("target", j.concat->label(), "", computedDimsWhy(j, *t));
   if (const TargetProfile* t = options.target; t && !t->declare_shapes.empty())
     for (const ir::Node* n : model.graph.nodes())
       if (shapeToDeclare(*n))

@@ -158,6 +158,8 @@ std::vector<TargetProfile> makeProfiles() {
        "TVM 0.27's ONNX frontend takes a computed shape only as Shape, Slice, Concat..., not through a Cast ('Reshape "
        "requires the input new shape to be Shape. However, the given one is relax.TensorType')"},
   };
+  // measured 2026-11-28: the PP-OCR models' Reshapes to shapes computed through Casts, folded, run
+  tvm.fold_shapes = "TVM 0.27's ONNX frontend takes a computed shape only as Shape, Slice, Concat..., not through a Cast";
   tvm.types_why = "TVM 0.27 runs 8- and 16-bit quantization only: its 4- and 2-bit constants fail to load (TensorCopyFromBytes) "
                   "and its QuantizeLinear takes no float8 or float4 (measured)";
   all.push_back(tvm);
@@ -188,6 +190,11 @@ std::vector<TargetProfile> makeProfiles() {
                     {"LayerNormalization", OpForm::kAny, 0, 2, "", aidge_ln}};
   // quantize_static dequantizes a LayerNormalization's scale and bias: given in float, it imports
   aidge.float_readers = {{"LayerNormalization", aidge_ln}};
+  // measured 2026-11-28: ocr_rec's s8s8 and QOp forms (its SVTR neck reshapes to Shape -> Slice -> Concat), folded, run
+  aidge.fold_shapes = "Aidge 0.10.1 forwards no dims through a Reshape whose shape it computes, in a whole model, and a "
+                      "Concat joining that branch with another fails ('Every input must have the same DataFormat')";
+  aidge.computed_dims_concat = "Aidge 0.10.1 forwards no dims past a Reshape whose shape it computes (PP-OCR's recognizer), "
+                               "and such a Concat fails ('Every input must have the same DataFormat')";
   aidge.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT32};
   aidge.types_why = "Aidge 0.10.1 runs 8-bit quantization (and int32 biases) only";
   all.push_back(aidge);

@@ -131,6 +131,12 @@ struct TargetProfile {
   /// QuantizeLinear reads is declared with its quantized form's shape (declare-shapes), and this
   /// says why (IREE's importer takes it as rank 0).
   std::string_view declare_shapes;
+  /// Non-empty: a shape the model computes from static shapes (Shape -> Slice -> Concat, Casts
+  /// of constants) becomes that constant (fold-shapes), and this says why.
+  std::string_view fold_shapes;
+  /// Non-empty: a Concat joining a tensor computed after a Reshape to a computed shape with one
+  /// that is not fails (computed_dims.h), and this says why: refused where fold-shapes leaves one.
+  std::string_view computed_dims_concat;
   /// Non-empty: the target runs no Erf, and says so; with --approximate a Gelu written with Erf
   /// becomes one Gelu (approximate-gelu; Gelu is in op_opset_min then).
   std::string_view gelu_for_erf;
