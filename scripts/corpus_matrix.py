@@ -7,6 +7,10 @@ part of it in CI and asserts the rules; this runs all of it (an hour or more wit
     QCONV_RKNN_PYTHON=$(scripts/setup_rknn.sh) .venv/bin/python scripts/corpus_matrix.py \\
         [--models a,b] [--forms f,g] [--targets t,u] [--json cells.jsonl] [--judge exact]
 
+A target "openvino f32" runs OpenVINO at INFERENCE_PRECISION_HINT f32 (converted for openvino-f32);
+"onnxruntime default" runs onnxruntime in a default session (graph optimizations on, as users run
+it) where "onnxruntime" turns them off.
+
 --judge exact measures the steps against the model's math in float64 (reference.exact_outputs)
 instead of the float32 ONNX reference, each as "largest (mean over every output value)", and adds
 the float32 reference's own: whether a QDQ input or its QOp conversion is nearer the model's math
@@ -65,10 +69,10 @@ def main() -> None:
                 if a.forms and form not in a.forms.split(","):
                     continue
                 for t in a.targets.split(","):
-                    target, precise = t.split(" ")[0], t.endswith(" f32")
+                    target, precise, optimized = t.split(" ")[0], t.endswith(" f32"), t.endswith(" default")
                     started = time.time()
                     try:
-                        c = corpus_run.cell(judge, m["name"], form, target, precise=precise)
+                        c = corpus_run.cell(judge, m["name"], form, target, precise=precise, optimized=optimized)
                     except Exception as e:  # noqa: BLE001: the reference's own failure, said in the table
                         print(f"| {m['name']} | {form} | {t} | the reference failed: {type(e).__name__}: "
                               f"{str(e)[:80]} | | | | |", flush=True)

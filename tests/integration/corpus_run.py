@@ -73,9 +73,11 @@ def steps_text(v: float | None) -> str:
     return "NaN" if math.isnan(v) else f"{v:.0f}" if v >= 1 or v == 0 else f"{v:.2f}"
 
 
-def run_wholly(target: str, path: str, xs: list[np.ndarray], precise: bool = False) -> list[np.ndarray]:
+def run_wholly(target: str, path: str, xs: list[np.ndarray], precise: bool = False,
+               optimized: bool = False) -> list[np.ndarray]:
     """The model's outputs in `target`, run wholly there, or runtimes.Refused saying why not.
-    `precise`: OpenVINO at INFERENCE_PRECISION_HINT f32."""
+    `precise`: OpenVINO at INFERENCE_PRECISION_HINT f32; `optimized`: onnxruntime in a default
+    session (graph optimizations on), as users run it."""
     if target == "rknn":
         placed: list = []
         out = runtimes.run_rknn(path, xs, layers=placed)
@@ -88,6 +90,8 @@ def run_wholly(target: str, path: str, xs: list[np.ndarray], precise: bool = Fal
         return out
     if target == "openvino":
         return runtimes.run_openvino(path, xs, f32=precise)
+    if target == "onnxruntime":
+        return runtimes.run_onnxruntime(path, xs, optimized=optimized)
     return runtimes.RUNNERS[target](path, xs)
 
 
@@ -139,11 +143,12 @@ class Judge:
 
 
 def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
-         extra: tuple[str, ...] = ()) -> Cell:
-    """One cell; OpenVINO `precise` (INFERENCE_PRECISION_HINT f32) is converted with --target openvino-f32."""
+         extra: tuple[str, ...] = (), optimized: bool = False) -> Cell:
+    """One cell; OpenVINO `precise` (INFERENCE_PRECISION_HINT f32) is converted with --target
+    openvino-f32; onnxruntime `optimized` runs in a default session."""
     src = corpus.path(name, form)
-    c = Cell(name, form, target + (" f32" if precise else ""))
-    dst = os.path.join(judge.work, f"{name}.{form}.{target}{'.f32' if precise else ''}.onnx")
+    c = Cell(name, form, target + (" f32" if precise else "") + (" default" if optimized else ""))
+    dst = os.path.join(judge.work, f"{name}.{form}.{target}{'.f32' if precise else ''}{'.default' if optimized else ''}.onnx")
     if os.path.exists(dst):
         os.remove(dst)
     qconv_target = "openvino-f32" if target == "openvino" and precise else target
@@ -153,14 +158,14 @@ def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
     c.output = dst if c.exit == 0 else ""
     xs, want, step = judge.of(name, form)
     try:
-        got = run_wholly(target, src, xs, precise)
+        got = run_wholly(target, src, xs, precise, optimized)
         c.in_steps, c.in_mean = steps_off(want, got, step), mean_steps(want, got, step)
         c.in_runs = "yes"
     except runtimes.Refused as e:
         c.in_runs = str(e)
     if c.exit == 0:
         try:
-            got = run_wholly(target, dst, xs, precise)
+            got = run_wholly(target, dst, xs, precise, optimized)
             c.out_steps, c.out_mean = steps_off(want, got, step), mean_steps(want, got, step)
             c.out_runs = "yes"
         except runtimes.Refused as e:

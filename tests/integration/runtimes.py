@@ -28,11 +28,14 @@ def _version(dist: str) -> str:
     return version(dist)
 
 
-def run_onnxruntime(path: str, xs: list[np.ndarray]) -> list[np.ndarray]:
+def run_onnxruntime(path: str, xs: list[np.ndarray], optimized: bool = False) -> list[np.ndarray]:
+    """Graph optimizations off (every op computed is the model's own), or with `optimized` a
+    default session, as users run it (a QDQ model's groups fused into QLinear kernels)."""
     import onnxruntime as ort
     try:
         so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized
+                                       else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
         s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         name = s.get_inputs()[0].name
         return [s.run(None, {name: x})[0] for x in xs]
