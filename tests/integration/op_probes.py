@@ -95,6 +95,37 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
                                                             .reshape(SHAPE[1], SHAPE[1], 1, 1))] if conv else []) + [
             _c("bias", rng.uniform(-1, 1, (1, SHAPE[1], 1, 1)).astype(np.float32)), _c("bias_step", np.float32(1 / 127)),
             _c("bias_zp", np.int8(0))]
+    if op == "Add" and variant.endswith("divided"):  # "each input divided" (two HardSwish outputs, as PP-PicoDet's
+        # residual Add has them: each x * relu6(x + 3) / 6), or "one input divided"; each branch its own 1x1 Conv
+        # (two different weights: the toolkit merges two equal branches into one)
+        nodes, outs, inits = [], [], [_c("six", np.float32(6)), _c("s_div", np.float32(IN_STEP / 4))]
+        quantized = x != "x"
+        for b in range(2):
+            v, w = f"branch{b}", (np.eye(SHAPE[1]) * (0.5 if b == 0 else -0.25)).reshape(SHAPE[1], SHAPE[1], 1, 1)
+            if quantized:  # the Conv's weight an int8 constant, dequantized, as quantize_static writes it
+                nodes.append(helper.make_node("DequantizeLinear", [f"conv_wq{b}", "conv_w_step", "conv_w_zp"], [f"conv_w{b}"]))
+                inits.append(_c(f"conv_wq{b}", (w * 128).astype(np.int8)))
+            else:
+                inits.append(_c(f"conv_w{b}", w.astype(np.float32)))
+            nodes.append(helper.make_node("Conv", [x, f"conv_w{b}"], [v]))
+            divided = b == 0 or variant == "each input divided"
+            if divided:
+                if quantized:  # the Conv's output through Q/DQ first
+                    nodes += [helper.make_node("QuantizeLinear", [v, "s_in", "zp"], [v + "_q"]),
+                              helper.make_node("DequantizeLinear", [v + "_q", "s_in", "zp"], [v + "_f"])]
+                    v += "_f"
+                nodes.append(helper.make_node("Div", [v, "six"], [v + "_div"]))
+                v += "_div"
+            if quantized:
+                step = "s_div" if divided else "s_in"
+                nodes += [helper.make_node("QuantizeLinear", [v, step, "zp"], [v + "_q"]),
+                          helper.make_node("DequantizeLinear", [v + "_q", step, "zp"], [v + "_f"])]
+                v += "_f"
+            outs.append(v)
+        nodes.append(helper.make_node(op, outs, [y], name="probe"))
+        if quantized:
+            inits += [_c("conv_w_step", np.float32(1 / 128)), _c("conv_w_zp", np.int8(0))]
+        return nodes, inits
     if op == "Add":
         return [helper.make_node(op, [x, "bias"], [y])], [
             _c("bias", rng.uniform(-1, 1, (1, SHAPE[1], 1, 1)).astype(np.float32))]

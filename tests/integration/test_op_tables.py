@@ -76,6 +76,10 @@ RKNN = {
     ("BatchNormalization", ""): {"float": False, "int8": True},
     ("Slice", "strided"): {"int8": False, "uint8": False},
     ("Slice", ""): {"int8": True, "uint8": True},
+    # measured 2026-11-28 (the corpus's layout detector, PP-PicoDet, and probes): the toolkit moves both
+    # inputs' Div past the Add and rescales the sum in float16 (Mul FLOAT16 + exDataConvert); one runs in int8
+    ("Add", "each input divided"): {"int8": False, "uint8": False},
+    ("Add", "one input divided"): {"int8": True, "uint8": True},
 }
 # measured 2026-11-28: openvino 2026.4, CPU at its default precision
 OPENVINO = {

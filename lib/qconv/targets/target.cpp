@@ -303,6 +303,10 @@ std::vector<TargetProfile> makeProfiles() {
       // measured 2026-11-28 (the corpus's YOLO focus layer, and probes): a Slice with steps 1 runs on the NPU
       {"Slice", OpForm::kAny, 0, -1, "", "rknn-toolkit2 2.5 runs a strided Slice on the CPU (its layer table: Slice INT8 "
                                          "on the CPU), float or quantized", false, "", 4},
+      // measured 2026-11-28 (the corpus's layout detector, PP-PicoDet: its residual Add of two HardSwish outputs)
+      {"Add", OpForm::kQuantized, 0, 0, "", "rknn-toolkit2 2.5 moves both inputs' Div past the Add and rescales the sum in "
+                                           "float16 (its layer table: Mul FLOAT16, exDataConvert), not in 8 bits",
+       false, "Div", -1, "Div"},
   };
   rknn.opset_min = 10;  // measured 2026-11-28: opset 11 and 12 QDQ models build; per axis needs 13 (opsetFloor)
   rknn.saturating_kernels = "";

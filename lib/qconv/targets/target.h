@@ -49,6 +49,7 @@ struct OpRule {
   bool from_constants = false;  // only when that input is computed from constants alone (a constant quantized at run time)
   std::string_view other_from = {};  // non-empty: only when the other input of a two-input op is this op's output, through Q/DQ
   int not_ones_input = -1;  // >= 0: only when this input is a constant holding a value other than 1 (a Slice's steps)
+  std::string_view from = {};  // non-empty: only when that input (of a two-input op) is this op's output, through Q/DQ
 };
 
 /// An op that takes a constant only in float, and the runtime's words for what it does otherwise.

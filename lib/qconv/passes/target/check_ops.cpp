@@ -17,7 +17,8 @@
 //      that type is among the (at most 64) nodes that compute it; with `from_constants`, those
 //      nodes read constants alone (a constant quantized at run time);
 //   4. when the rule names an op the other input comes `other_from`, the node has two inputs and
-//      the other is that op's output, through at most two QuantizeLinear/DequantizeLinear;
+//      the other is that op's output, through at most two QuantizeLinear/DequantizeLinear; and
+//      when it names one the input itself comes `from`, so is that input;
 //   5. when the rule names a `not_ones_input`, that input is a constant holding a value other
 //      than 1 (a Slice's steps).
 // The passes before chose the forms the target runs where an exact one exists (shift-types
@@ -150,6 +151,8 @@ bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementType
     if (!r.through.empty() && !computedThrough(v, r.through)) return false;
     if (r.from_constants && !computedFromConstants(v)) return false;
     if (!r.other_from.empty() && !otherFrom(n, static_cast<size_t>(r.non_constant_input), r.other_from)) return false;  // (4)
+    if (!r.from.empty() && (r.non_constant_input > 1 || !otherFrom(n, static_cast<size_t>(1 - r.non_constant_input), r.from)))
+      return false;
   }
   if (r.not_ones_input >= 0 && !notOnes(n, r.not_ones_input)) return false;  // (5)
   return true;
@@ -160,7 +163,9 @@ std::string formText(const OpRule& r, const ir::Node& n, int32_t from) {
   const std::string& op = n.opType();
   std::string text = from > 0 ? fmt::format("{} on {}", op, ir::typeName(from)) : from ? fmt::format("quantized {}", op)
                                                                                        : fmt::format("{} in float", op);
-  if (r.non_constant_input >= 0)
+  if (r.non_constant_input >= 0 && !r.from.empty())
+    text += fmt::format(", its input {} a {}'s output", r.non_constant_input, r.from);
+  else if (r.non_constant_input >= 0)
     text += r.through.empty() ? fmt::format(", its input {} not a constant", r.non_constant_input)
                               : fmt::format(", its input {} computed {}through a {}", r.non_constant_input,
                                             r.from_constants ? "from constants " : "", r.through);

@@ -175,3 +175,43 @@ TEST_CASE("redeclare-opset: raised across 13 (Unsqueeze, Squeeze, ReduceSum) or 
     REQUIRE(intsOf(n->input(1)) == std::vector<int64_t>{std::string(op) == "Unsqueeze" ? 0 : -1});
   }
 }
+
+namespace {
+
+/// x -> Q/DQ -> a0 = Div(6) -> Q/DQ; a1 = [Div(6) ->] Q/DQ of x's; Add(a0, a1) -> Q/DQ -> y.
+ModelBuilder addOfDivided(bool both) {
+  ModelBuilder b(13);
+  b.input("x", TensorProto::FLOAT, {1, 4, 2, 2});
+  b.floats("s", {}, {0.05f});
+  b.floats("six", {}, {6.f});
+  b.ints("z", TensorProto::INT8, {}, {0});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "q_x");
+  b.node("DequantizeLinear", {"xq", "s", "z"}, {"xf"}, "dq_x");
+  for (int k = 0; k < 2; ++k) {
+    const std::string i = std::to_string(k);
+    const bool divided = k == 0 || both;
+    if (divided) b.node("Div", {"xf", "six"}, {"d" + i}, "div_" + i);
+    else b.node("Relu", {"xf"}, {"d" + i}, "relu_" + i);
+    b.node("QuantizeLinear", {"d" + i, "s", "z"}, {"dq" + i}, "q_d" + i);
+    b.node("DequantizeLinear", {"dq" + i, "s", "z"}, {"df" + i}, "dq_d" + i);
+  }
+  b.node("Add", {"df0", "df1"}, {"yf"}, "probe");
+  b.node("QuantizeLinear", {"yf", "s", "z"}, {"yq"}, "q_y");
+  b.node("DequantizeLinear", {"yq", "s", "z"}, {"y"}, "dq_y");
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("check-ops: rknn refuses a quantized Add of two Div outputs (it rescales the sum in float16), not of one") {
+  auto both = addOfDivided(true).build();
+  const auto said = refusals(both, "rknn");
+  REQUIRE(said.size() == 1);
+  REQUIRE(said[0] == "probe: not run by --target rknn: Add on int8, its input 0 a Div's output, the other a Div's output: "
+                     "rknn-toolkit2 2.5 moves both inputs' Div past the Add and rescales the sum in float16 (its layer "
+                     "table: Mul FLOAT16, exDataConvert), not in 8 bits");
+  auto one = addOfDivided(false).build();
+  REQUIRE(refusals(one, "rknn").empty());
+  REQUIRE(refusals(both, "qnn").empty());
+}
