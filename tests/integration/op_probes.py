@@ -140,6 +140,39 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
             _c("sl_starts", np.array([0, 0], np.int64)), _c("sl_ends", np.array([SHAPE[2], SHAPE[3]], np.int64)),
             _c("sl_axes", np.array([2, 3], np.int64)), _c("sl_steps", np.array([steps, steps], np.int64)),
             _c("sl_shape", np.array(SHAPE, np.int64))]
+    if op == "Sigmoid" and variant.startswith("on "):  # "on three outputs of one Split" (an LSTM cell's
+        # gates, written out: its input, forget and output Sigmoids, its cell's Tanh, each on one output of a
+        # Split), "on two ...", "on three Slices of one tensor": the channels in four parts, a Sigmoid on the
+        # first two or three, a Tanh on the rest, joined back
+        quantized, count = x != "x", 3 if "three" in variant else 2
+        parts = [f"part{k}" for k in range(4)]
+        nodes, inits = [], []
+        if "Slice" in variant:
+            for k, p in enumerate(parts):
+                inits += [_c(f"sl{k}_starts", np.array([2 * k], np.int64)), _c(f"sl{k}_ends", np.array([2 * k + 2], np.int64))]
+                nodes.append(helper.make_node("Slice", [x, f"sl{k}_starts", f"sl{k}_ends", "sl_axes"], [p]))
+            inits.append(_c("sl_axes", np.array([1], np.int64)))
+        else:
+            nodes.append(helper.make_node("Split", [x, "sp_sizes"], parts, axis=1))
+            inits.append(_c("sp_sizes", np.array([2, 2, 2, 2], np.int64)))
+        joined = []
+        for k, p in enumerate(parts):
+            v, act = p, "Sigmoid" if k < count else "Tanh"
+            if quantized:  # each part through Q/DQ, as a data-moving op's outputs are
+                nodes += [helper.make_node("QuantizeLinear", [v, "s_in", "zp"], [v + "_q"]),
+                          helper.make_node("DequantizeLinear", [v + "_q", "s_in", "zp"], [v + "_f"])]
+                v += "_f"
+            nodes.append(helper.make_node(act, [v], [p + "_act"], name="probe" if k == 0 else f"{act.lower()}{k}"))
+            v = p + "_act"
+            if quantized:  # the output in [-1, 1] at the probe's zero point: a step of 2/255 holds it
+                nodes += [helper.make_node("QuantizeLinear", [v, "s_act", "zp"], [v + "_q"]),
+                          helper.make_node("DequantizeLinear", [v + "_q", "s_act", "zp"], [v + "_f"])]
+                v += "_f"
+            joined.append(v)
+        nodes.append(helper.make_node("Concat", joined, [y], axis=1))
+        if quantized:
+            inits.append(_c("s_act", np.float32(2 / 255)))
+        return nodes, inits
     if op == "LeakyRelu":
         return [helper.make_node(op, [x], [y], alpha=0.1)], []
     if op == "HardSigmoid":

@@ -80,6 +80,11 @@ RKNN = {
     # inputs' Div past the Add and rescales the sum in float16 (Mul FLOAT16 + exDataConvert); one runs in int8
     ("Add", "each input divided"): {"int8": False, "uint8": False},
     ("Add", "one input divided"): {"int8": True, "uint8": True},
+    # measured 2026-11-28 (the corpus's captcha_unrolled: an LSTM cell's gates written out): three Sigmoids on
+    # the parts of one tensor are merged into Concat -> Sigmoid -> Split in float16; two run in int8
+    ("Sigmoid", "on three outputs of one Split"): {"int8": False, "uint8": False},
+    ("Sigmoid", "on three Slices of one tensor"): {"int8": False, "uint8": False},
+    ("Sigmoid", "on two outputs of one Split"): {"int8": True, "uint8": True},
 }
 # measured 2026-11-28: openvino 2026.4, CPU at its default precision
 OPENVINO = {

@@ -307,6 +307,12 @@ std::vector<TargetProfile> makeProfiles() {
       {"Add", OpForm::kQuantized, 0, 0, "", "rknn-toolkit2 2.5 moves both inputs' Div past the Add and rescales the sum in "
                                            "float16 (its layer table: Mul FLOAT16, exDataConvert), not in 8 bits",
        false, "Div", -1, "Div"},
+      // measured 2026-11-28 (the corpus's captcha_unrolled: an LSTM cell's gates written out; probes): two
+      // such Sigmoids run in 8 bits, three are merged
+      {"Sigmoid", OpForm::kQuantized, 0, -1, "", "rknn-toolkit2 2.5 merges three or more Sigmoids on the parts of "
+                                                "one tensor into Concat -> Sigmoid -> Split and runs it in float16 "
+                                                "(its layer table: Sigmoid FLOAT16, exDataConvert), not in 8 bits",
+       false, "", -1, "", 3},
   };
   rknn.opset_min = 10;  // measured 2026-11-28: opset 11 and 12 QDQ models build; per axis needs 13 (opsetFloor)
   rknn.saturating_kernels = "";

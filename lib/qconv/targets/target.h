@@ -50,6 +50,8 @@ struct OpRule {
   std::string_view other_from = {};  // non-empty: only when the other input of a two-input op is this op's output, through Q/DQ
   int not_ones_input = -1;  // >= 0: only when this input is a constant holding a value other than 1 (a Slice's steps)
   std::string_view from = {};  // non-empty: only when that input (of a two-input op) is this op's output, through Q/DQ
+  int siblings = 0;  // >= 2: only when this many nodes of the op (the node among them) each read, through Q/DQ, a
+                     // different output of one Split, or a Slice of one tensor (an LSTM cell's gates, written out)
 };
 
 /// An op that takes a constant only in float, and the runtime's words for what it does otherwise.

@@ -20,7 +20,11 @@
 //      the other is that op's output, through at most two QuantizeLinear/DequantizeLinear; and
 //      when it names one the input itself comes `from`, so is that input;
 //   5. when the rule names a `not_ones_input`, that input is a constant holding a value other
-//      than 1 (a Slice's steps).
+//      than 1 (a Slice's steps);
+//   6. when the rule counts `siblings`, input 0 is, through at most two QuantizeLinear/
+//      DequantizeLinear, an output of a Split or a Slice, and at least that many nodes of the op
+//      (the node among them) each read so a different output of that Split, or a different Slice
+//      of the same tensor.
 // The passes before chose the forms the target runs where an exact one exists (shift-types
 // stores QNN's activations as uint8, where its int8 rules do not hold); what reaches this pass
 // has none. Without --target, or for a profile without op rules, nothing is checked.
@@ -109,20 +113,6 @@ bool computedFromConstants(const ir::Value* v) {
   return true;
 }
 
-/// Condition 4: the other input of the two-input `n` (not input k) is an `op` node's output, through
-/// at most two QuantizeLinear/DequantizeLinear.
-bool otherFrom(const ir::Node& n, size_t k, std::string_view op) {
-  if (n.inputs().size() != 2) return false;
-  const ir::Value* v = n.input(1 - k);
-  for (int step = 0; step < 3 && v && v->producer(); ++step) {
-    const ir::Node* p = v->producer();
-    if (p->opType() == op && p->domain().empty()) return true;
-    if (!isQuantize(*p) && !isDequantize(*p)) return false;
-    v = p->input(0);
-  }
-  return false;
-}
-
 /// Rule op "*": `n` computes on a float input 0 (condition 1).
 bool computesInFloat(const ir::Node& n, const ElementTypes& types) {
   static const char* const kNot[] = {"Shape", "Size", "Constant", "ConstantOfShape", "Cast", "CastLike"};
@@ -141,6 +131,51 @@ bool notOnes(const ir::Node& n, int k) {
   return values && std::any_of(values->begin(), values->end(), [](int64_t x) { return x != 1; });
 }
 
+/// `v` back through at most two QuantizeLinear/DequantizeLinear: the node computing it otherwise.
+const ir::Node* producerThroughQdq(const ir::Value* v) {
+  for (int step = 0; step < 3 && v && v->producer(); ++step) {
+    const ir::Node* p = v->producer();
+    if (!isQuantize(*p) && !isDequantize(*p)) return p;
+    v = p->input(0);
+  }
+  return nullptr;
+}
+
+/// Condition 4: the other input of the two-input `n` (not input k) is an `op` node's output, through
+/// at most two QuantizeLinear/DequantizeLinear.
+bool otherFrom(const ir::Node& n, size_t k, std::string_view op) {
+  const ir::Node* p = n.inputs().size() == 2 ? producerThroughQdq(n.input(1 - k)) : nullptr;
+  return p && p->opType() == op && p->domain().empty();
+}
+
+/// Whether a node of type `op` reads `v`, directly or through at most two QuantizeLinear/DequantizeLinear.
+bool readBy(const ir::Value* v, std::string_view op, int depth = 0) {
+  for (const ir::Use& u : v->uses()) {
+    if (u.index < 0 || !u.node->domain().empty()) continue;
+    if (u.node->opType() == op && u.index == 0) return true;
+    if (depth < 2 && (isQuantize(*u.node) || isDequantize(*u.node)) && u.index == 0 && u.node->output(0) &&
+        readBy(u.node->output(0), op, depth + 1))
+      return true;
+  }
+  return false;
+}
+
+/// Condition 6: how many parts of the tensor `n`'s input 0 was cut from (a Split's outputs, or
+/// Slices of one tensor) a node of `n`'s op reads, through Q/DQ; 0 when it was not cut so.
+size_t siblingCount(const ir::Node& n) {
+  const ir::Node* p = producerThroughQdq(n.input(0));
+  if (!p || !p->domain().empty()) return 0;
+  size_t count = 0;
+  if (p->is("Split")) {
+    for (const ir::Value* part : p->outputs()) count += part && readBy(part, n.opType());
+  } else if (p->is("Slice") && p->input(0)) {
+    for (const ir::Use& u : p->input(0)->uses())
+      count += u.index == 0 && u.node->is("Slice") && u.node->domain().empty() && u.node->output(0) &&
+               readBy(u.node->output(0), n.opType());
+  }
+  return count;
+}
+
 bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementTypes* types) {
   if (r.op == "*" ? !(types && computesInFloat(n, *types)) : n.opType() != r.op) return false;  // (1)
   if (r.form == OpForm::kFloat && from) return false;  // (2)
@@ -155,6 +190,7 @@ bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementType
       return false;
   }
   if (r.not_ones_input >= 0 && !notOnes(n, r.not_ones_input)) return false;  // (5)
+  if (r.siblings >= 2 && siblingCount(n) < static_cast<size_t>(r.siblings)) return false;  // (6)
   return true;
 }
 
@@ -171,6 +207,7 @@ std::string formText(const OpRule& r, const ir::Node& n, int32_t from) {
                                             r.from_constants ? "from constants " : "", r.through);
   if (!r.other_from.empty()) text += fmt::format(", the other a {}'s output", r.other_from);
   if (r.not_ones_input >= 0) text += fmt::format(", its input {} not all ones", r.not_ones_input);
+  if (r.siblings >= 2) text += fmt::format(", one of {} on the parts of one tensor", siblingCount(n));
   return text;
 }
 

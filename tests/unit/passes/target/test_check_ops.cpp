@@ -215,3 +215,57 @@ TEST_CASE("check-ops: rknn refuses a quantized Add of two Div outputs (it rescal
   REQUIRE(refusals(one, "rknn").empty());
   REQUIRE(refusals(both, "qnn").empty());
 }
+
+namespace {
+
+/// x -> Q/DQ -> cut in four (a Split, or four Slices of x's DQ) -> each part Q/DQ -> `sigmoids`
+/// Sigmoids (sigmoid_0, ...) and Tanhs on the rest -> Q/DQ -> Concat -> y: an LSTM cell's gates.
+ModelBuilder gates(int sigmoids, bool slices) {
+  ModelBuilder b(13);
+  b.input("x", TensorProto::FLOAT, {1, 8, 2, 2});
+  b.floats("s", {}, {0.05f});
+  b.ints("z", TensorProto::INT8, {}, {0});
+  b.ints("sizes", TensorProto::INT64, {4}, {2, 2, 2, 2});
+  b.ints("axes", TensorProto::INT64, {1}, {1});
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"xq"}, "q_x");
+  b.node("DequantizeLinear", {"xq", "s", "z"}, {"xf"}, "dq_x");
+  if (!slices) setInt(b.node("Split", {"xf", "sizes"}, {"p0", "p1", "p2", "p3"}, "split"), "axis", 1);
+  std::vector<std::string> joined;
+  for (int k = 0; k < 4; ++k) {
+    const std::string i = std::to_string(k);
+    if (slices) {
+      b.ints("starts" + i, TensorProto::INT64, {1}, {2 * k});
+      b.ints("ends" + i, TensorProto::INT64, {1}, {2 * k + 2});
+      b.node("Slice", {"xf", "starts" + i, "ends" + i, "axes"}, {"p" + i}, "slice_" + i);
+    }
+    b.node("QuantizeLinear", {"p" + i, "s", "z"}, {"pq" + i}, "q_p" + i);
+    b.node("DequantizeLinear", {"pq" + i, "s", "z"}, {"pf" + i}, "dq_p" + i);
+    const bool sigmoid = k < sigmoids;
+    b.node(sigmoid ? "Sigmoid" : "Tanh", {"pf" + i}, {"a" + i}, (sigmoid ? "sigmoid_" : "tanh_") + i);
+    b.node("QuantizeLinear", {"a" + i, "s", "z"}, {"aq" + i}, "q_a" + i);
+    b.node("DequantizeLinear", {"aq" + i, "s", "z"}, {"af" + i}, "dq_a" + i);
+    joined.push_back("af" + i);
+  }
+  setInt(b.node("Concat", joined, {"y"}, "concat"), "axis", 1);
+  b.output("y", TensorProto::FLOAT);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("check-ops: rknn refuses three quantized Sigmoids on the parts of one tensor (it merges them in float16), "
+          "not two") {
+  for (const bool slices : {false, true}) {
+    auto three = gates(3, slices).build();
+    const auto said = refusals(three, "rknn");
+    REQUIRE(said.size() == 3);
+    REQUIRE(said[0] == "sigmoid_0: not run by --target rknn: Sigmoid on int8, one of 3 on the parts of one tensor: "
+                       "rknn-toolkit2 2.5 merges three or more Sigmoids on the parts of one tensor into Concat -> "
+                       "Sigmoid -> Split and runs it in float16 (its layer table: Sigmoid FLOAT16, exDataConvert), "
+                       "not in 8 bits");
+    REQUIRE(said[2].rfind("sigmoid_2: ", 0) == 0);
+    auto two = gates(2, slices).build();
+    REQUIRE(refusals(two, "rknn").empty());
+    REQUIRE(refusals(three, "qnn").empty());
+  }
+}
