@@ -26,7 +26,7 @@
 #include <fmt/format.h>
 
 #include "qconv/ir/tensor.h"
-#include "qconv/passes/read/const_eval.h"
+#include "qconv/passes/common/const_eval.h"
 #include "qconv/passes/read/fold.h"
 #include "qconv/passes/driver.h"
 

@@ -22,7 +22,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
-#include "qconv/passes/read/const_eval.h"
+#include "qconv/passes/common/const_eval.h"
 #include "qconv/passes/driver.h"
 #include "qconv/passes/common/opset_history.h"
 #include "qconv/quant.h"

@@ -1,4 +1,4 @@
-#include "qconv/passes/read/const_eval.h"
+#include "qconv/passes/common/const_eval.h"
 
 #include <fmt/format.h>
 
