@@ -116,7 +116,8 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after shift-types", "; IR after dequantize-moves", "; IR after widen-packed", "; IR after matmul-as-conv",
                        "; IR after fold-dequantized-constants",
                        "; IR after requantize-symmetric", "; IR after requantize-blocked", "; IR after requantize-wide",
-                       "; IR after approximate-gelu", "; IR after add-zero-points", "; IR after fold-shapes", "; IR after declare-shapes",
+                       "; IR after approximate-gelu", "; IR after add-zero-points", "; IR after trim-padding", "; IR after fold-shapes",
+                       "; IR after reflect-pad-as-gather", "; IR after declare-shapes",
                        "; IR after check-zero-points",
                        "; IR after check-saturation", "; IR after redeclare-opset", "; IR after check-target",
                        "; IR after check-ops", "; IR after refuse-foreign-ops"]
@@ -142,7 +143,8 @@ def test_passes_lists_the_registry():
                                                      "lower-fake-quantize,requantize-shared-bias,unfuse-qop,lower-matmul-nbits,lower-gather-block-quantized,unfuse-integer-ops,fold-producers,lower-primitive-qdq,"
                                                      "lower-integer-ops,lift-float-form,pair-qdq,scalarize-one-channel,requantize-per-tensor,shift-types,"
                                                      "dequantize-moves,widen-packed,matmul-as-conv,fold-dequantized-constants,requantize-symmetric,"
-                                                     "requantize-blocked,requantize-wide,approximate-gelu,add-zero-points,fold-shapes,declare-shapes,"
+                                                     "requantize-blocked,requantize-wide,approximate-gelu,add-zero-points,trim-padding,fold-shapes,"
+                                                     "reflect-pad-as-gather,declare-shapes,"
                                                      "check-zero-points,check-saturation,"
                                                      "redeclare-opset,check-target,check-ops,refuse-foreign-ops") in r.stdout
     # every stage shows, the hidden ones included

@@ -260,18 +260,19 @@ bool hasSubgraph(const onnx::NodeProto& n) {
   return false;
 }
 
-}  // namespace
-
-void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, const io::OpSchemas& schemas) {
-  if (untyped.empty()) return;
-  onnx::GraphProto* g = model.mutable_graph();
-  std::unordered_map<std::string, int> opsets;
-  for (const auto& op : model.opset_import()) opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = static_cast<int>(op.version());
-  const WithContrib registry(schemas, opsets.count("") ? opsets[""] : 0);
-
-  // what is known: graph inputs and outputs, value_info, initializers (type and dims; the bytes of
-  // small ones), then what each node's inference gives, in graph order
+/// What ONNX's inference functions give each node output `g` declares nothing of, node by node in
+/// graph order (`inferred`), from `types`: what `g` declares (inputs, value_info, outputs,
+/// initializers' types and dims, the bytes of small ones).
+struct Inference {
   std::unordered_map<std::string, onnx::TypeProto> types;
+  std::unordered_map<std::string, const onnx::TypeProto*> inferred;
+};
+
+Inference inferGraph(const onnx::GraphProto* g, const std::unordered_map<std::string, int>& opsets,
+                     const WithContrib& registry) {
+  Inference result;
+  auto& types = result.types;
+  auto& inferred = result.inferred;
   std::unordered_map<std::string, const onnx::TensorProto*> data;
   for (const auto* list : {&g->input(), &g->value_info(), &g->output()})
     for (const auto& v : *list)
@@ -286,7 +287,6 @@ void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, c
     types.emplace(t.name(), std::move(type));
     if (t.data_location() != onnx::TensorProto::EXTERNAL && t.ByteSizeLong() <= kDataBytes) data.emplace(t.name(), &t);
   }
-  std::unordered_map<std::string, const onnx::TypeProto*> inferred;
   std::unordered_map<std::string, const onnx::OpSchema*> schemaOf;
   for (const auto& n : g->node()) {
     // a node with a subgraph, or an input of no known type, is left alone: ONNX's inference
@@ -334,6 +334,22 @@ void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, c
       if (added) inferred.emplace(n.output(i), &it->second);
     }
   }
+  return result;
+}
+
+}  // namespace
+
+void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, const io::OpSchemas& schemas) {
+  if (untyped.empty()) return;
+  onnx::GraphProto* g = model.mutable_graph();
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& op : model.opset_import()) opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = static_cast<int>(op.version());
+  const WithContrib registry(schemas, opsets.count("") ? opsets[""] : 0);
+
+  // what is known: graph inputs and outputs, value_info, initializers (type and dims; the bytes of
+  // small ones), then what each node's inference gives, in graph order
+  const Inference known = inferGraph(g, opsets, registry);
+  const auto& inferred = known.inferred;
   for (const auto& [name, elem] : untyped) {
     onnx::ValueInfoProto* v = nullptr;
     // the inference's type and shape (the operators' own rules), else the type qconv knows
@@ -346,6 +362,82 @@ void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, c
     }
     if (v) v->set_name(name);
   }
+}
+
+namespace {
+
+bool fullShape(const onnx::TypeProto& t) {
+  if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return false;
+  for (const auto& d : t.tensor_type().shape().dim())
+    if (!d.has_dim_value()) return false;
+  return true;
+}
+
+}  // namespace
+
+size_t declareInferredShapes(ir::Model& model, const io::OpSchemas& schemas) {
+  // the graph as the inference reads it: every value by a name of its own, constants with their
+  // types and dims (and the bytes of small inline ones), each node's proto with those names
+  onnx::GraphProto g;
+  std::unordered_map<const ir::Value*, std::string> names;
+  auto nameOf = [&](const ir::Value* v) -> const std::string& {
+    auto [it, added] = names.emplace(v, std::string());
+    if (added) it->second = "v" + std::to_string(names.size());
+    return it->second;
+  };
+  for (const ir::Value* v : model.graph.inputs())
+    if (v->info()) {
+      *g.add_input() = *v->info();
+      g.mutable_input(g.input_size() - 1)->set_name(nameOf(v));
+    }
+  for (const ir::Value* v : model.graph.initializers()) {
+    const onnx::TensorProto& t = *v->initializer();
+    onnx::TensorProto* c = g.add_initializer();
+    if (t.data_location() != onnx::TensorProto::EXTERNAL && t.ByteSizeLong() <= kDataBytes) {
+      *c = t;
+    } else {  // its type and dims alone: marked external, so that no inference reads its (absent) bytes
+      c->set_data_type(t.data_type());
+      c->mutable_dims()->CopyFrom(t.dims());
+      c->set_data_location(onnx::TensorProto::EXTERNAL);
+    }
+    c->set_name(nameOf(v));
+  }
+  std::vector<ir::Value*> outputs;  // node outputs that may be declared
+  for (const ir::Node* n : model.graph.nodes()) {
+    onnx::NodeProto* p = g.add_node();
+    *p = n->proto();
+    p->clear_input();
+    p->clear_output();
+    for (const ir::Value* v : n->inputs()) p->add_input(v ? nameOf(v) : std::string());
+    for (ir::Value* v : n->outputs()) {
+      p->add_output(v ? nameOf(v) : std::string());
+      if (!v) continue;
+      if (v->info() && (v->isGraphOutput() || fullShape(v->info()->type()))) {
+        *g.add_value_info() = *v->info();
+        g.mutable_value_info(g.value_info_size() - 1)->set_name(nameOf(v));
+      } else if (!v->isGraphOutput()) {
+        outputs.push_back(v);
+      }
+    }
+  }
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& op : model.shell.opset_import())
+    opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = static_cast<int>(op.version());
+  const WithContrib registry(schemas, opsets.count("") ? opsets[""] : 0);
+  const Inference known = inferGraph(&g, opsets, registry);
+  size_t declared = 0;
+  for (ir::Value* v : outputs) {
+    auto it = known.inferred.find(names.at(v));
+    if (it == known.inferred.end() || !fullShape(*it->second)) continue;
+    const int32_t elem = it->second->tensor_type().elem_type();
+    if (v->elemType() && elem != v->elemType()) continue;  // not what qconv knows: left undeclared
+    auto info = std::make_unique<onnx::ValueInfoProto>();
+    info->set_name(v->name());
+    *info->mutable_type() = *it->second;
+    model.graph.declareInfo(v, std::move(info));
+    ++declared;
+  }
+  return declared;
 }
 
 }  // namespace qconv

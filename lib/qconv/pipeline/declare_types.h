@@ -28,4 +28,11 @@ namespace qconv {
 /// no entry). `schemas` answers the standard operators.
 void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, const io::OpSchemas& schemas);
 
+/// The same inference over the IR, between passes (the pass manager's stage "infer shapes", for
+/// a target whose passes read shapes: trim-padding, reflect-pad-as-gather): each node output the
+/// model declares no full shape of, and whose shape the inference gives, is declared
+/// (Graph::declareInfo). Declarations compute nothing; the IR is otherwise unchanged. Returns
+/// how many values it declared.
+size_t declareInferredShapes(ir::Model& model, const io::OpSchemas& schemas);
+
 }  // namespace qconv

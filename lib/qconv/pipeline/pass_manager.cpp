@@ -8,6 +8,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/ir/dump.h"
+#include "qconv/pipeline/declare_types.h"
 #include "qconv/pipeline/output_errors.h"
 
 namespace qconv {
@@ -52,8 +53,20 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
   }
   // the input's errors, to say which of the output's it kept (output_errors.h)
   const std::vector<analysis::Finding> input_errors = timeStage("verify input", [&] { return verifyErrors(model); });
+  bool shapes_declared = false;
+  const TargetProfile& t = ctx.target();
   for (const PassInfo* p : passes_) {
     throwIfCancelled(cancel, ctx.path());
+    if (p->phase == PassPhase::Target && !shapes_declared && schemas_ && (!t.trim_padding.empty() || !t.reflect_pad.empty())) {
+      shapes_declared = true;
+      ctx.setPass("infer-shapes");
+      const size_t declared = timeStage("infer shapes", [&] { return declareInferredShapes(model, *schemas_); });
+      ctx.report(Report::Detail, ctx.path(), fmt::format("{} shapes declared as ONNX's inference gives them", declared));
+      if (dump) {
+        fmt::print(*dump, "; IR after infer shapes\n");
+        ir::dump(model.graph, *dump);
+      }
+    }
     ctx.setPass(p->name);
     timeStage(std::string(p->name), [&] { p->run(model, ctx); });
     if (dump) {

@@ -8,6 +8,10 @@
 
 #include "qconv/passes/pass.h"
 
+namespace qconv::io {
+class OpSchemas;
+}
+
 namespace qconv {
 
 struct StageTiming {
@@ -24,6 +28,11 @@ class PassManager {
 
   const std::vector<const PassInfo*>& passes() const { return passes_; }
 
+  /// Before the first pass that fits a target whose passes read shapes (trim_padding,
+  /// reflect_pad), declare the shapes ONNX's inference gives (declare_types.h), with `schemas`:
+  /// the stage "infer shapes".
+  void inferShapesWith(const io::OpSchemas& schemas) { schemas_ = &schemas; }
+
   /// Run the passes over `model`; with `dump`, print the IR after each. Before each pass,
   /// throwIfCancelled(cancel) (diag.h). verify's errors in the model before and after are the
   /// stages "verify input" and "verify output": the output's are said (output_errors.h).
@@ -39,6 +48,7 @@ class PassManager {
   double now() const;
   std::vector<const PassInfo*> passes_;
   std::vector<StageTiming> timings_;
+  const io::OpSchemas* schemas_ = nullptr;
 };
 
 template <typename F>

@@ -286,6 +286,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   throwIfCancelled(options.cancel, item.input);  // a batch's item not started yet
   if (!in_memory) checkOutputPath(item.output);
   PassManager pm(options.passes.empty() ? pipelineFor(options.format) : options.passes);
+  pm.inferShapesWith(item.schemas);
   struct KeepTimings {  // what was timed, also when a stage throws
     PassManager& pm;
     ItemReport& report;

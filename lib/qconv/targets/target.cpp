@@ -136,6 +136,15 @@ std::vector<TargetProfile> makeProfiles() {
   // quantize_static, fails iree-compile; declared, it compiles and runs
   iree.declare_shapes = "IREE 3.13's ONNX importer (torch-mlir's) takes it as rank 0, and iree-compile fails after it "
                         "('operand and result must have the same size and dtype')";
+  // measured 2026-11-28: Silero VAD's strided 1-D Convs (input 2, kernel 3, pads 1 and 1, stride 2), every form
+  // measured 2026-11-28: Silero VAD's STFT pads its input (reflect) by pads it computes from constants
+  iree.fold_shapes = "IREE 3.13 fails on a reflect Pad whose pads the model computes ('linalg.generic' op inferred "
+                     "input/output operand #1 has shape's dimension #2 to be ..., but found ...)";
+  // measured 2026-11-28 (Silero VAD's STFT; probes of a [1, 576] input): pads of 16 and 24 to 64 fail, 8 and 17 compile
+  iree.reflect_pad = "IREE 3.13's lowering of a reflect Pad fails for some pad sizes ('linalg.generic' op inferred "
+                     "input/output operand #0 has shape's dimension #0 to be greater than or equal to 64, but found 57)";
+  iree.trim_padding = "IREE 3.13's lowering of a Conv fails where the end padding holds positions no window reads "
+                      "('linalg.generic' op inferred input/output operand ... to be 4, but found 3)";
   iree.activation_type = onnx::TensorProto::INT8;
   iree.move_on = kInt8;
   iree.move_why = "IREE 3.13 moves 8-bit data on int8 only: it computes MaxPool on uint8 wrong (as if signed: up to 221 "

@@ -137,6 +137,12 @@ struct TargetProfile {
   /// Non-empty: a shape the model computes from static shapes (Shape -> Slice -> Concat, Casts
   /// of constants) becomes that constant (fold-shapes), and this says why.
   std::string_view fold_shapes;
+  /// Non-empty: a convolution's end padding that no output window reads is dropped (trim-padding),
+  /// and this says why.
+  std::string_view trim_padding;
+  /// Non-empty: a reflect Pad becomes a Gather per padded axis (reflect-pad-as-gather), and this
+  /// says why.
+  std::string_view reflect_pad;
   /// Non-empty: a Concat joining a tensor computed after a Reshape to a computed shape with one
   /// that is not fails (computed_dims.h), and this says why: refused where fold-shapes leaves one.
   std::string_view computed_dims_concat;

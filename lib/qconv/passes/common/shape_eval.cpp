@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "qconv/ir/tensor.h"
+#include "qconv/passes/common/const_eval.h"
 #include "qconv/quant.h"
 
 namespace qconv {
@@ -38,29 +39,134 @@ std::optional<size_t> axisIndex(int64_t k, size_t n) {
   return static_cast<size_t>(r);
 }
 
+size_t count(const std::vector<int64_t>& dims) {
+  size_t n = 1;
+  for (int64_t d : dims) n *= static_cast<size_t>(d);
+  return n;
+}
+
+/// Row-major strides of `dims`.
+std::vector<size_t> stridesOf(const std::vector<int64_t>& dims) {
+  std::vector<size_t> s(dims.size(), 1);
+  for (size_t k = dims.size(); k-- > 1;) s[k - 1] = s[k] * static_cast<size_t>(dims[k]);
+  return s;
+}
+
+/// Every element of `out_dims`, in order, read from `x` at the index `source` maps it to.
+template <class Source>
+IntTensor gatherBy(const IntTensor& x, std::vector<int64_t> out_dims, Source source) {
+  IntTensor out{x.type, std::move(out_dims), {}};
+  const size_t n = count(out.dims);
+  out.values.reserve(n);
+  std::vector<int64_t> at(out.dims.size(), 0);
+  for (size_t k = 0; k < n; ++k) {
+    out.values.push_back(x.values[source(at)]);
+    for (size_t a = at.size(); a-- > 0;) {  // the next index, last axis fastest
+      if (++at[a] < out.dims[a]) break;
+      at[a] = 0;
+    }
+  }
+  return out;
+}
+
 std::optional<IntTensor> slice(const IntTensor& x, const IntTensor& starts, const IntTensor& ends,
                                const std::optional<IntTensor>& axes, const std::optional<IntTensor>& steps,
                                std::string* why) {
-  if (x.dims.size() != 1 || starts.values.size() != 1 || ends.values.size() != 1 ||
-      (axes && (axes->values.size() != 1 || !axisIndex(axes->values[0], 1))) || (steps && steps->values.size() != 1)) {
-    *why = "a Slice of other than one axis of a 1-D tensor";
+  const size_t rank = x.dims.size(), m = starts.values.size();
+  if (ends.values.size() != m || (axes && axes->values.size() != m) || (steps && steps->values.size() != m) || !rank) {
+    *why = "a Slice whose starts, ends, axes and steps differ in length, or of a scalar";
     return std::nullopt;
   }
-  const int64_t n = x.dims[0], step = steps ? steps->values[0] : 1;
-  if (step == 0) {
-    *why = "a Slice step of 0";
+  std::vector<int64_t> first(rank, 0), step(rank, 1), dims = x.dims;
+  std::vector<bool> seen(rank, false);
+  for (size_t j = 0; j < m; ++j) {
+    const auto axis = axisIndex(axes ? axes->values[j] : static_cast<int64_t>(j), rank);
+    if (!axis || seen[*axis]) {
+      *why = "a Slice axis outside the rank, or repeated";
+      return std::nullopt;
+    }
+    seen[*axis] = true;
+    const int64_t n = x.dims[*axis], st = steps ? steps->values[j] : 1;
+    if (st == 0) {
+      *why = "a Slice step of 0";
+      return std::nullopt;
+    }
+    auto clampAt = [&](int64_t v, int64_t lo, int64_t hi) {  // the specification's clamping of starts and ends
+      if (v < 0) v += n;
+      return std::clamp<int64_t>(v, lo, hi);
+    };
+    const int64_t s = st > 0 ? clampAt(starts.values[j], 0, n) : clampAt(starts.values[j], -1, n - 1);
+    const int64_t e = st > 0 ? clampAt(ends.values[j], 0, n) : clampAt(ends.values[j], -1, n - 1);
+    const int64_t len = st > 0 ? (e > s ? (e - s + st - 1) / st : 0) : (s > e ? (s - e - st - 1) / -st : 0);
+    first[*axis] = s;
+    step[*axis] = st;
+    dims[*axis] = len;
+  }
+  const auto stride = stridesOf(x.dims);
+  return gatherBy(x, dims, [&](const std::vector<int64_t>& at) {
+    size_t i = 0;
+    for (size_t a = 0; a < rank; ++a) i += static_cast<size_t>(first[a] + at[a] * step[a]) * stride[a];
+    return i;
+  });
+}
+
+std::optional<IntTensor> transpose(const IntTensor& x, std::vector<int64_t> perm, std::string* why) {
+  const size_t rank = x.dims.size();
+  if (perm.empty())
+    for (size_t k = rank; k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t k = 0; k < sorted.size(); ++k)
+    if (sorted.size() != rank || sorted[k] != static_cast<int64_t>(k)) {
+      *why = "a Transpose whose perm is not a permutation of the input's axes";
+      return std::nullopt;
+    }
+  std::vector<int64_t> dims(rank);
+  for (size_t a = 0; a < rank; ++a) dims[a] = x.dims[static_cast<size_t>(perm[a])];
+  const auto stride = stridesOf(x.dims);
+  return gatherBy(x, dims, [&](const std::vector<int64_t>& at) {
+    size_t i = 0;
+    for (size_t a = 0; a < rank; ++a) i += static_cast<size_t>(at[a]) * stride[static_cast<size_t>(perm[a])];
+    return i;
+  });
+}
+
+eval::Tensor toEval(const IntTensor& t) { return eval::Tensor{t.type, t.dims, {}, t.values}; }
+
+std::optional<IntTensor> fromEval(std::optional<eval::Tensor> t, std::string* why) {
+  if (!t) return std::nullopt;
+  if (t->type != TensorProto::INT64 && t->type != TensorProto::INT32) {
+    *why = fmt::format("a shape computed in {}", ir::typeName(t->type));
     return std::nullopt;
   }
-  auto clampAt = [&](int64_t v, int64_t lo, int64_t hi) {  // the specification's clamping of starts and ends
-    if (v < 0) v += n;
-    return std::clamp<int64_t>(v, lo, hi);
-  };
-  const int64_t s = step > 0 ? clampAt(starts.values[0], 0, n) : clampAt(starts.values[0], -1, n - 1);
-  const int64_t e = step > 0 ? clampAt(ends.values[0], 0, n) : clampAt(ends.values[0], -1, n - 1);
-  IntTensor out{x.type, {0}, {}};
-  for (int64_t i = s; step > 0 ? i < e : i > e; i += step) out.values.push_back(x.values[static_cast<size_t>(i)]);
-  out.dims[0] = static_cast<int64_t>(out.values.size());
-  return out;
+  return IntTensor{t->type, std::move(t->dims), std::move(t->i)};
+}
+
+constexpr size_t kMaxValues = kMaxShapeValues;
+
+/// ConstantOfShape(shape): `shape` filled with the `value` attribute's one integer (its default, a
+/// float 0, is no integer: declined).
+std::optional<IntTensor> constantOfShape(const ir::Node& n, const IntTensor& shape, std::string* why) {
+  const onnx::AttributeProto* a = n.attribute("value");
+  std::optional<eval::Tensor> v;
+  if (a && a->has_t()) v = eval::fromProto(a->t(), why);
+  if (!v || v->isFloat() || v->i.size() != 1 || (v->type != TensorProto::INT64 && v->type != TensorProto::INT32)) {
+    if (v || !a) *why = "a ConstantOfShape of other than one int64 or int32 value";
+    return std::nullopt;
+  }
+  if (shape.dims.size() != 1 || std::any_of(shape.values.begin(), shape.values.end(), [](int64_t d) { return d < 0; })) {
+    *why = "a ConstantOfShape of a shape that is not 1-D or has a negative dim";
+    return std::nullopt;
+  }
+  size_t n_values = 1;
+  for (int64_t d : shape.values)
+    if (d && (n_values *= static_cast<size_t>(d)) > kMaxValues) break;
+  if (std::find(shape.values.begin(), shape.values.end(), 0) != shape.values.end()) n_values = 0;
+  if (n_values > kMaxValues) {
+    *why = fmt::format("a ConstantOfShape of more than {} values", kMaxValues);
+    return std::nullopt;
+  }
+  return IntTensor{v->type, shape.values, std::vector<int64_t>(n_values, v->i[0])};
 }
 
 std::optional<IntTensor> gather(const IntTensor& x, const IntTensor& indices, int64_t axis, std::string* why) {
@@ -76,28 +182,6 @@ std::optional<IntTensor> gather(const IntTensor& x, const IntTensor& indices, in
       return std::nullopt;
     }
     out.values.push_back(x.values[*i]);
-  }
-  return out;
-}
-
-std::optional<IntTensor> binary(const std::string& op, const IntTensor& a, const IntTensor& b, std::string* why) {
-  if (a.type != b.type || (a.values.size() != b.values.size() && a.values.size() != 1 && b.values.size() != 1)) {
-    *why = fmt::format("an integer {} of other than equal or scalar-broadcast operands", op);
-    return std::nullopt;
-  }
-  IntTensor out{a.type, a.values.size() >= b.values.size() ? a.dims : b.dims, {}};
-  const auto [lo, hi] = ir::intRange(a.type);
-  for (size_t k = 0; k < std::max(a.values.size(), b.values.size()); ++k) {
-    const int64_t x = a.values[a.values.size() == 1 ? 0 : k], y = b.values[b.values.size() == 1 ? 0 : k];
-    int64_t r = 0;
-    const bool overflow = op == "Add"   ? __builtin_add_overflow(x, y, &r)
-                          : op == "Sub" ? __builtin_sub_overflow(x, y, &r)
-                                        : __builtin_mul_overflow(x, y, &r);
-    if (overflow || r < lo || r > hi) {
-      *why = fmt::format("an integer {} overflows {}", op, ir::typeName(a.type));
-      return std::nullopt;
-    }
-    out.values.push_back(r);
   }
   return out;
 }
@@ -154,12 +238,16 @@ bool takesOneShape(const ir::Graph& graph) {
 }
 
 bool isShapeOp(const ir::Node& n) {
-  static const char* const kOps[] = {"Shape", "Slice", "Concat", "Gather", "Unsqueeze", "Squeeze", "Cast", "Add", "Sub", "Mul"};
+  static const char* const kOps[] = {"Shape",   "Slice", "Concat", "Gather",    "Unsqueeze",      "Squeeze",
+                                     "Cast",    "Add",   "Sub",    "Mul",       "Reshape",        "Transpose",
+                                     "Identity", "ConstantOfShape"};
   return n.domain().empty() && std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.is(op); });
 }
 
-std::optional<IntTensor> evalShapeOp(const ir::Node& n, const std::vector<std::optional<IntTensor>>& in,
-                                     const std::vector<int64_t>& shape, int64_t opset, std::string* why) {
+namespace {
+
+std::optional<IntTensor> evalOp(const ir::Node& n, const std::vector<std::optional<IntTensor>>& in,
+                                const std::vector<int64_t>& shape, int64_t opset, std::string* why) {
   auto input = [&](size_t k) -> const std::optional<IntTensor>& {
     static const std::optional<IntTensor> none;
     return k < in.size() ? in[k] : none;
@@ -189,28 +277,24 @@ std::optional<IntTensor> evalShapeOp(const ir::Node& n, const std::vector<std::o
     }
     return slice(x, *input(1), *input(2), input(3), input(4), why);
   }
+  if (n.is("ConstantOfShape")) return constantOfShape(n, x, why);
   if (n.is("Gather")) return input(1) ? gather(x, *input(1), n.attrInt("axis", 0), why) : std::nullopt;
-  if (n.is("Add") || n.is("Sub") || n.is("Mul")) return input(1) ? binary(n.opType(), x, *input(1), why) : std::nullopt;
+  if (n.is("Add") || n.is("Sub") || n.is("Mul"))
+    return input(1) ? fromEval(eval::binary(n.opType(), toEval(x), toEval(*input(1)), why), why) : std::nullopt;
+  if (n.is("Reshape")) {
+    if (opset < 5 || !input(1)) {
+      *why = "a Reshape with its shape as an attribute";
+      return std::nullopt;
+    }
+    return fromEval(eval::reshape(toEval(x), toEval(*input(1)), n.attrInt("allowzero", 0) != 0, why), why);
+  }
+  if (n.is("Transpose")) return transpose(x, intsAttr(n, "perm"), why);
+  if (n.is("Identity")) return x;
   if (n.is("Unsqueeze") || n.is("Squeeze")) {
     std::vector<int64_t> axes = opset >= 13 ? (input(1) ? input(1)->values : std::vector<int64_t>{}) : intsAttr(n, "axes");
     return redim(x, std::move(axes), n.is("Unsqueeze"), why);
   }
-  if (n.is("Cast")) {
-    const auto to = static_cast<int32_t>(n.attrInt("to", 0));
-    if (to != TensorProto::INT64 && to != TensorProto::INT32) {
-      *why = fmt::format("a Cast to {}", ir::typeName(to));
-      return std::nullopt;
-    }
-    const auto [lo, hi] = ir::intRange(to);
-    for (int64_t v : x.values)
-      if (v < lo || v > hi) {
-        *why = fmt::format("a Cast of {} to {} out of range", v, ir::typeName(to));
-        return std::nullopt;
-      }
-    IntTensor out = x;
-    out.type = to;
-    return out;
-  }
+  if (n.is("Cast")) return fromEval(eval::cast(toEval(x), static_cast<int32_t>(n.attrInt("to", 0)), why), why);
   if (n.is("Concat")) {
     IntTensor out{x.type, {0}, {}};
     for (const auto& t : in) {
@@ -225,6 +309,18 @@ std::optional<IntTensor> evalShapeOp(const ir::Node& n, const std::vector<std::o
   }
   *why = fmt::format("{} is not a shape op", n.opType());
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<IntTensor> evalShapeOp(const ir::Node& n, const std::vector<std::optional<IntTensor>>& in,
+                                     const std::vector<int64_t>& shape, int64_t opset, std::string* why) {
+  auto out = evalOp(n, in, shape, opset, why);
+  if (out && out->values.size() > kMaxValues) {
+    *why = fmt::format("a result of {} values, more than a shape's {}", out->values.size(), kMaxValues);
+    return std::nullopt;
+  }
+  return out;
 }
 
 }  // namespace qconv

@@ -1,5 +1,6 @@
 // The integer ops a model computes a shape with, evaluated on constants (fold-shapes; verify
-// names what it would fold). Exact: int64 arithmetic with overflow and range checks, each op
+// names what it would fold): a Reshape's shape, a Pad's pads (torch's F.pad export: Concat ->
+// Reshape -> Slice -> Transpose -> Reshape -> Cast). Exact: int64 arithmetic with overflow and range checks, each op
 // as the ONNX specification defines it; anything else is declined with a reason.
 #pragma once
 
@@ -24,8 +25,13 @@ std::optional<std::vector<int64_t>> staticShapeOf(const ir::Value& v);
 /// Whether every graph input's shape is declared in full (the model takes one shape).
 bool takesOneShape(const ir::Graph& graph);
 
+/// What this evaluates at most, per input and result: a shape op's tensors are small (a larger one
+/// is no shape).
+constexpr size_t kMaxShapeValues = 1 << 16;
+
 /// Whether `n` is an op this evaluates (Shape, Slice, Concat, Gather, Unsqueeze, Squeeze, Cast,
-/// Add, Sub, Mul on integers).
+/// Add, Sub, Mul, Reshape, Transpose, Identity, ConstantOfShape on int64 and int32 tensors; the
+/// integer ones through const_eval.h).
 bool isShapeOp(const ir::Node& n);
 
 /// `n`'s output for these inputs (Shape reads `shape`, the static shape of its input; the others

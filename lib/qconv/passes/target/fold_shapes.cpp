@@ -1,5 +1,5 @@
-// fold-shapes (--target whose runtime needs a computed shape as a constant: aidge, tvm): a shape
-// the model computes from static shapes becomes that constant.
+// fold-shapes (--target whose runtime needs a computed shape as a constant: aidge, tvm, iree): a
+// shape the model computes from static shapes or constants becomes that constant.
 //
 // Before (Paddle's exports; the PP-OCR recognizer's SVTR neck):
 //   t [1, 120, 1, 40] -> Shape -> Slice(0, 2) -> Concat(-1) -> Reshape(t', ·)
@@ -7,19 +7,25 @@
 // After:
 //   [1, 120, -1] (int64 constant) -> Reshape(t', ·)
 //   (the constant it computes) -> Reshape(u, ·)
+// and (torch's F.pad export, Silero VAD's STFT: the pads computed from constants)
+//   [0, 64] ++ ConstantOfShape([2]) -> Reshape([-1, 2]) -> Slice(step -1) -> Transpose -> Reshape([-1])
+//   -> Cast -> Pad(x, ·, mode reflect)
+// becomes Pad(x, [0, 64, 0, 0] (int64 constant), mode reflect).
 // Exact: a model whose every input has a declared static shape computes each such shape to the
 // same values on every run; shape_eval.h evaluates each op as the specification does, in int64
 // with range checks. (Aidge 0.10.1 forwards no dims through a Reshape whose shape it computes
 // in a whole model, and a Concat joining that branch with another then fails: "Every input must
 // have the same DataFormat"; TVM 0.27 takes a computed shape only as Shape, Slice, Concat, not
-// through a Cast.)
+// through a Cast; IREE 3.13 fails on a reflect Pad whose pads are computed: "'linalg.generic' op
+// inferred input/output operand #1 has shape's dimension #2 to be ..., but found ...".)
 //
 // A node is folded when:
 //   1. the target's profile asks for it (fold_shapes);
 //   2. every graph input of the model has a declared static shape (takesOneShape);
 //   3. it is a Shape of a tensor whose shape is static (declared, or through Q/DQ: staticShapeOf),
-//      or a Slice, Concat, Gather, Unsqueeze, Squeeze, Cast, Add, Sub or Mul whose every input is
-//      an integer constant (one folded before it, in node order, included);
+//      or a Slice, Concat, Gather, Unsqueeze, Squeeze, Cast, Add, Sub, Mul, Reshape, Transpose,
+//      Identity or ConstantOfShape whose every input is an int64 or int32 constant of at most
+//      kMaxShapeValues values (one folded before it, in node order, included), not a graph output;
 //   4. shape_eval.h evaluates it (else it stays, with the reason, a note).
 // Then, for a target whose Concat fails after a shape still computed (computed_dims_concat:
 // aidge), each Concat joining such a branch with another is refused (exit 4), naming the Reshape.
@@ -59,7 +65,10 @@ struct FoldShapes {
           in.emplace_back();
           continue;
         }
-        if (!v->isConstant() || !ir::isIntegerType(v->elemType())) return Match<Group>::none();  // (3)
+        const int32_t type = v->elemType();
+        if (!v->isConstant() || (type != onnx::TensorProto::INT64 && type != onnx::TensorProto::INT32) ||
+            ir::numElements(*v->initializer()).value_or(INT64_MAX) > static_cast<int64_t>(kMaxShapeValues))
+          return Match<Group>::none();  // (3)
         std::string why;
         auto values = ir::readInts(*v, &why);
         if (!values) return Match<Group>::none();

@@ -79,6 +79,47 @@ TEST_CASE("fold-shapes: for aidge and tvm, Shape -> Cast -> Slice -> Cast -> Con
   }
 }
 
+TEST_CASE("fold-shapes: for iree, torch's F.pad pads computed from constants become the constant Pad reads") {
+  // Silero VAD's STFT: [0, 2] ++ ConstantOfShape([2]) -> Reshape([-1, 2]) -> Slice(rows reversed)
+  // -> Transpose -> Reshape([-1]) -> Cast -> Pad(x, ·, reflect)
+  ModelBuilder b(16);
+  b.input("x", TensorProto::FLOAT, {1, 8});
+  b.ints("two", TensorProto::INT64, {1}, {2});
+  b.ints("head", TensorProto::INT64, {2}, {0, 2});
+  b.ints("pairs", TensorProto::INT64, {2}, {-1, 2});
+  b.ints("start", TensorProto::INT64, {1}, {-1});
+  b.ints("end", TensorProto::INT64, {1}, {INT64_MIN + 1});
+  b.ints("axis0", TensorProto::INT64, {1}, {0});
+  b.ints("back", TensorProto::INT64, {1}, {-1});
+  b.ints("flat", TensorProto::INT64, {1}, {-1});
+  onnx::AttributeProto* value = b.node("ConstantOfShape", {"two"}, {"zeros"}, "zeros").add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(TensorProto::INT64);
+  value->mutable_t()->add_dims(1);
+  value->mutable_t()->add_int64_data(0);
+  setInt(b.node("Concat", {"head", "zeros"}, {"joined"}, "concat"), "axis", 0);
+  b.node("Reshape", {"joined", "pairs"}, {"paired"}, "reshape");
+  b.node("Slice", {"paired", "start", "end", "axis0", "back"}, {"reversed"}, "slice");
+  setInts(b.node("Transpose", {"reversed"}, {"columns"}, "transpose"), "perm", {1, 0});
+  b.node("Reshape", {"columns", "flat"}, {"pads32"}, "reshape_1");
+  setInt(b.node("Cast", {"pads32"}, {"pads"}, "cast"), "to", TensorProto::INT64);
+  onnx::NodeProto& pad = b.node("Pad", {"x", "pads"}, {"y"}, "pad");
+  onnx::AttributeProto* mode = pad.add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("reflect");
+  b.output("y", TensorProto::FLOAT, {1, 10});
+  auto m = b.build();
+  Reporter r(forTarget("iree"));
+  qconv::foldShapes(m, r.ctx);
+  const auto* p = only(m.graph, "Pad");
+  REQUIRE(p->input(1)->isConstant());
+  REQUIRE(intsOf(p->input(1)) == std::vector<int64_t>{0, 0, 0, 2});  // x [1, 8] -> [1, 10]: 2 at the end of axis 1
+  REQUIRE(m.graph.nodes().size() == 1);
+  REQUIRE(r.ctx.counters().at("Reshape of a shape folded") == 2);
+}
+
 TEST_CASE("fold-shapes: another target, or a model whose input shape is not static, keeps the computed shape") {
   for (const bool static_input : {true, false}) {
     ModelBuilder b = paddleFlatten();
@@ -132,15 +173,63 @@ TEST_CASE("shape_eval: what it cannot compute exactly is declined with the reaso
   ModelBuilder c(13);
   setInt(c.node("Cast", {"x"}, {"y"}), "to", TensorProto::INT32);
   REQUIRE_FALSE(eval(c, {i64({int64_t{1} << 40})}, 13, &why));
-  REQUIRE(why == "a Cast of 1099511627776 to int32 out of range");
+  REQUIRE(why == "Cast of 1099511627776 to int32 is out of range");
   ModelBuilder m(13);
   m.node("Mul", {"a", "b"}, {"y"});
   REQUIRE_FALSE(eval(m, {i64({int64_t{1} << 62}), i64({4})}, 13, &why));
-  REQUIRE(why == "an integer Mul overflows int64");
+  REQUIRE(why == "integer Mul overflows int64");
   ModelBuilder g(13);
   g.node("Gather", {"x", "i"}, {"y"});
   REQUIRE_FALSE(eval(g, {i64({1, 2}), scalar(2)}, 13, &why));
   REQUIRE(why == "a Gather index 2 outside [-2, 2)");
+  ModelBuilder k(13);  // ConstantOfShape's default value is a float 0
+  k.node("ConstantOfShape", {"x"}, {"y"});
+  REQUIRE_FALSE(eval(k, {i64({2})}, 13, &why));
+  REQUIRE(why == "a ConstantOfShape of other than one int64 or int32 value");
+  ModelBuilder t(13);
+  setInts(t.node("Transpose", {"x"}, {"y"}), "perm", {0, 0});
+  REQUIRE_FALSE(eval(t, {IntTensor{TensorProto::INT64, {2, 2}, {1, 2, 3, 4}}}, 13, &why));
+  REQUIRE(why == "a Transpose whose perm is not a permutation of the input's axes");
+}
+
+TEST_CASE("shape_eval: a 2-D Slice reversing rows, a Transpose, a Reshape inferring -1, ConstantOfShape") {
+  std::string why;
+  const IntTensor m{TensorProto::INT64, {3, 2}, {1, 2, 3, 4, 5, 6}};
+  ModelBuilder s(13);
+  s.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  auto reversed = eval(s, {m, i64({-1}), i64({INT64_MIN + 1}), i64({0}), i64({-1})}, 13, &why);
+  REQUIRE(reversed);
+  REQUIRE(reversed->dims == std::vector<int64_t>{3, 2});
+  REQUIRE(reversed->values == std::vector<int64_t>{5, 6, 3, 4, 1, 2});
+  ModelBuilder s4(13);  // no steps
+  s4.node("Slice", {"x", "starts", "ends", "axes"}, {"y"});
+  auto column = eval(s4, {m, i64({1}), i64({2}), i64({-1})}, 13, &why);
+  REQUIRE(column);
+  REQUIRE(column->dims == std::vector<int64_t>{3, 1});
+  REQUIRE(column->values == std::vector<int64_t>{2, 4, 6});
+  ModelBuilder t(13);
+  setInts(t.node("Transpose", {"x"}, {"y"}), "perm", {1, 0});
+  auto transposed = eval(t, {m}, 13, &why);
+  REQUIRE(transposed);
+  REQUIRE(transposed->dims == std::vector<int64_t>{2, 3});
+  REQUIRE(transposed->values == std::vector<int64_t>{1, 3, 5, 2, 4, 6});
+  ModelBuilder r(13);
+  r.node("Reshape", {"x", "shape"}, {"y"});
+  auto flat = eval(r, {m, i64({-1})}, 13, &why);
+  REQUIRE(flat);
+  REQUIRE(flat->dims == std::vector<int64_t>{6});
+  ModelBuilder k(13);
+  onnx::AttributeProto* value = k.node("ConstantOfShape", {"x"}, {"y"}).add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(TensorProto::INT64);
+  value->mutable_t()->add_dims(1);
+  value->mutable_t()->add_int64_data(7);
+  auto filled = eval(k, {i64({2, 2})}, 13, &why);
+  REQUIRE(filled);
+  REQUIRE(filled->type == TensorProto::INT64);
+  REQUIRE(filled->dims == std::vector<int64_t>{2, 2});
+  REQUIRE(filled->values == std::vector<int64_t>{7, 7, 7, 7});
 }
 
 namespace {
