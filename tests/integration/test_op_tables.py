@@ -167,3 +167,51 @@ def test_an_op_read_from_an_opset_on_is_declared_there(tmp_path, target, op, flo
     assert c.returncode == 0, c.stderr
     assert next(o.version for o in onnx.load(dst).opset_import if o.domain in ("", "ai.onnx")) == floor
     assert ran(target, dst) == ""
+
+
+# IREE 3.13's failures qconv rewrites exactly (measured 2026-11-28 on Silero VAD, then alone): the
+# probe fails in IREE as it is, and `convert --target iree` gives an output IREE runs, equal to
+# the ONNX reference of the probe (a new IREE that compiles the probe fails here: the pass can go)
+def _iree_probe(kind: str) -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+    if kind == "reflect Pad":  # torch's F.pad(x, (0, 64), mode="reflect"), as the VAD's STFT pads its input
+        shape, out = [1, 576], [1, 640]
+        nodes = [helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect", name="probe")]
+        inits = [numpy_helper.from_array(np.array([0, 0, 0, 64], np.int64), "pads")]
+    else:  # "strided Conv of length 2": padded to 4, one window of 3 reads it
+        shape, out = [1, 8, 2], [1, 8, 1]
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3], strides=[2], pads=[1, 1], name="probe")]
+        inits = [numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8, 3)).astype(np.float32), "w")]
+    g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("kind", ["reflect Pad", "strided Conv of length 2"])
+def test_what_iree_fails_on_qconv_writes_exactly_in_a_form_it_runs(tmp_path, kind):
+    pytest.importorskip("iree.runtime")
+    import numpy as np
+    from onnx.reference import ReferenceEvaluator
+    src, dst = str(tmp_path / "probe.onnx"), str(tmp_path / "out.onnx")
+    m = _iree_probe(kind)
+    onnx.save(m, src)
+    x = np.random.default_rng(1).standard_normal([d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim])
+    x = x.astype(np.float32)
+    try:
+        runtimes.run_iree(src, [x])
+        pytest.fail(f"IREE now runs the {kind} probe: its rewrite can go")
+    except runtimes.Refused as e:
+        assert "linalg.generic" in str(e), e
+    c = run_qconv("convert", src, dst, "--target", "iree")
+    assert c.returncode == 0, c.stderr
+    ops = [n.op_type for n in onnx.load(dst).graph.node]
+    assert ops == (["Gather"] if kind == "reflect Pad" else ["Conv"]), ops
+    y = runtimes.run_iree(dst, [x])[0]
+    (expected,) = ReferenceEvaluator(m).run(None, {"x": x})
+    if kind == "reflect Pad":  # the same elements, copied
+        np.testing.assert_array_equal(y, expected)
+    else:  # the same sums, in float32
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
