@@ -79,16 +79,7 @@ class Findings {
 };
 
 /// A value's dims when its shape says all of them, else empty.
-std::vector<int64_t> knownDims(const ir::Value* v) {
-  if (const auto* t = v->initializer()) return ir::dimsOf(*t);
-  if (!v->info() || !v->info()->type().tensor_type().has_shape()) return {};
-  std::vector<int64_t> dims;
-  for (const auto& d : v->info()->type().tensor_type().shape().dim()) {
-    if (!d.has_dim_value()) return {};
-    dims.push_back(d.dim_value());
-  }
-  return dims;
-}
+std::vector<int64_t> knownDims(const ir::Value* v) { return ir::knownDims(*v).value_or(std::vector<int64_t>{}); }
 
 /// (1) a site's scale values.
 std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) {

@@ -30,6 +30,18 @@ std::optional<int64_t> numElements(const TensorProto& t) {
 
 std::vector<int64_t> dimsOf(const TensorProto& t) { return {t.dims().begin(), t.dims().end()}; }
 
+std::optional<std::vector<int64_t>> knownDims(const Value& v) {
+  if (const auto* t = v.initializer()) return dimsOf(*t);
+  const onnx::ValueInfoProto* info = v.info();
+  if (!info || !info->type().has_tensor_type() || !info->type().tensor_type().has_shape()) return std::nullopt;
+  std::vector<int64_t> dims;
+  for (const auto& d : info->type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return std::nullopt;
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
 int32_t elementType(const Value& v) { return v.initializer() ? v.initializer()->data_type() : v.elemType(); }
 
 size_t byteWidth(int32_t dt) {

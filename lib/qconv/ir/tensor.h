@@ -63,6 +63,10 @@ bool isInt8Like(int32_t data_type);
 
 std::vector<int64_t> dimsOf(const onnx::TensorProto& t);
 
+/// The dims of `v` when known in full: its initializer's, else the ones its declared type gives
+/// when every one is a number; nullopt otherwise.
+std::optional<std::vector<int64_t>> knownDims(const Value& v);
+
 /// The element type of `v`: its initializer's when it has one, else the type the IR knows (0 unknown).
 int32_t elementType(const Value& v);
 

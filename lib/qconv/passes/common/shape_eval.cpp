@@ -20,18 +20,6 @@ std::vector<int64_t> intsAttr(const ir::Node& n, const char* name) {
   return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
 }
 
-/// The declared dims of `v` when every one is a known value.
-std::optional<std::vector<int64_t>> declared(const ir::Value& v) {
-  const onnx::ValueInfoProto* info = v.info();
-  if (!info || !info->type().has_tensor_type() || !info->type().tensor_type().has_shape()) return std::nullopt;
-  std::vector<int64_t> dims;
-  for (const auto& d : info->type().tensor_type().shape().dim()) {
-    if (!d.has_dim_value()) return std::nullopt;
-    dims.push_back(d.dim_value());
-  }
-  return dims;
-}
-
 /// Index `k` of a dimension of size `n`, negative from the end; nullopt outside [-n, n).
 std::optional<size_t> axisIndex(int64_t k, size_t n) {
   const int64_t r = k < 0 ? k + static_cast<int64_t>(n) : k;
@@ -222,8 +210,7 @@ std::optional<IntTensor> redim(const IntTensor& x, std::vector<int64_t> axes, bo
 std::optional<std::vector<int64_t>> staticShapeOf(const ir::Value& v) {
   const ir::Value* at = &v;
   for (int hops = 0; at && hops < 8; ++hops) {  // Q/DQ keep the shape; a short walk
-    if (auto dims = declared(*at)) return dims;
-    if (const auto* t = at->initializer()) return ir::dimsOf(*t);
+    if (auto dims = ir::knownDims(*at)) return dims;
     const ir::Node* p = at->producer();
     if (!p || !(isQuantize(*p) || isDequantize(*p)) || !p->input(0)) return std::nullopt;
     at = p->input(0);
@@ -233,7 +220,7 @@ std::optional<std::vector<int64_t>> staticShapeOf(const ir::Value& v) {
 
 bool takesOneShape(const ir::Graph& graph) {
   for (const ir::Value* in : graph.inputs())
-    if (!in->initializer() && !declared(*in)) return false;
+    if (!ir::knownDims(*in)) return false;
   return true;
 }
 

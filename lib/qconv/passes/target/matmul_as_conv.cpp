@@ -28,6 +28,8 @@
 // B, a batched [2, K, N] weight: measured to hang).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
 #include "qconv/passes/common/qdq_select.h"
@@ -60,14 +62,11 @@ int64_t rankOf(const ir::Value* v) {
   return info->type().tensor_type().shape().dim_size();
 }
 
-/// Every dimension of `v` as declared, or empty when one is not a number.
+/// Every dimension of `v` as declared, or empty when one is not a positive number.
 std::vector<int64_t> declaredDims(const ir::Value* v) {
-  std::vector<int64_t> dims;
-  for (const auto& d : v->info()->type().tensor_type().shape().dim()) {
-    if (!d.has_dim_value() || d.dim_value() <= 0) return {};
-    dims.push_back(d.dim_value());
-  }
-  return dims;
+  auto dims = ir::knownDims(*v);
+  if (!dims || std::any_of(dims->begin(), dims->end(), [](int64_t d) { return d <= 0; })) return {};
+  return *dims;
 }
 
 struct MatMulAsConv {
