@@ -178,11 +178,12 @@ void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report)
   spdlog::logger quiet("inspect");  // no sink: what the passes say goes to the report only
   PassContext ctx(quiet, passOptionsOf(options), model.path);
   PassManager pm(pipelineFor(options.format));
+  const io::OpSchemas schemas;
+  pm.inferShapesWith(schemas);  // as convert runs it
   try {
     pm.run(model, ctx, nullptr);
     io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
     onnx::ModelProto emitted = pm.timeStage("emit", [&] { return io::exportModel(model, &fileBacked); });
-    const io::OpSchemas schemas;
     pm.timeStage("check", [&] { checkEmitted(emitted, &fileBacked, model.path, schemas, options.input_bytes); });
   } catch (...) {
     const Failure failed = failureOf(model.path);
