@@ -9,15 +9,18 @@
 // stride s, the windows (each K = (k - 1) * d + 1 long) start at 0, s, 2s, ... of the padded
 // input, the last at floor((L + pb + pe - K) / s) * s; the last r = (L + pb + pe - K) mod s
 // padded positions are read by no window. So pe - min(r, pe) gives the same output length and
-// the same windows. (IREE 3.13's lowering of such a Conv fails: "'linalg.generic' op inferred
-// input/output operand #1 has shape's dimension #2 to be 4, but found 3".)
+// the same windows. (IREE 3.13's lowering of such a Conv fails where that axis's output has one
+// position: "'linalg.generic' op inferred input/output operand #1 has shape's dimension #2 to be
+// 4, but found 3"; probed: lengths 2 (kernel 3, stride 2 or 3), 4 (stride 4), 2x2 and 3x3 fail,
+// every output of 2 or more positions compiles. Only those axes are trimmed: asymmetric pads on
+// other Convs are exact too, but IREE's importer crashed on a QLinearConv with them.)
 //
 // A node's padding is trimmed when:
 //   1. the target's profile asks for it (trim_padding);
 //   2. it is a Conv, ConvInteger or QLinearConv in the default domain with explicit pads
 //      (auto_pad absent or NOTSET);
 //   3. its input's spatial dims and its weight's kernel dims are known (staticShapeOf);
-//   4. along some axis r > 0 and pe > 0.
+//   4. along some axis the output has one position (a single window), r > 0 and pe > 0.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -66,7 +69,7 @@ struct TrimPadding {
       const int64_t extent = (*w)[a + 2], s = strides[a], d = dilations[a];
       const int64_t span = (*x)[a + 2] + pads[a] + pads[a + axes] - ((extent - 1) * d + 1);
       if (span < 0 || s < 1) return Match<Group>::none();  // no window at all: the model's own problem
-      const int64_t unread = std::min(span % s, pads[a + axes]);  // (4)
+      const int64_t unread = span / s == 0 ? std::min(span % s, pads[a + axes]) : 0;  // (4): one window
       pads[a + axes] -= unread;
       dropped += unread;
     }
