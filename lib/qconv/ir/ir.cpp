@@ -24,6 +24,11 @@ int64_t Node::attrInt(const std::string& name, int64_t fallback) const {
   return a ? a->i() : fallback;
 }
 
+std::vector<int64_t> Node::attrInts(const std::string& name) const {
+  const auto* a = attribute(name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
+}
+
 float Node::attrFloat(const std::string& name, float fallback) const {
   const auto* a = attribute(name);
   return a ? a->f() : fallback;

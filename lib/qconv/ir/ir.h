@@ -105,6 +105,8 @@ class Node {
 
   const onnx::AttributeProto* attribute(const std::string& name) const;
   int64_t attrInt(const std::string& name, int64_t fallback) const;
+  /// An INTS attribute's values; empty when the node has no such attribute.
+  std::vector<int64_t> attrInts(const std::string& name) const;
   float attrFloat(const std::string& name, float fallback) const;
 
   /// A readable label for messages: the node name, else "<op_type> #<position>".

@@ -15,11 +15,6 @@ namespace {
 
 using onnx::TensorProto;
 
-std::vector<int64_t> intsAttr(const ir::Node& n, const char* name) {
-  const onnx::AttributeProto* a = n.attribute(name);
-  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
-}
-
 /// Index `k` of a dimension of size `n`, negative from the end; nullopt outside [-n, n).
 std::optional<size_t> axisIndex(int64_t k, size_t n) {
   const int64_t r = k < 0 ? k + static_cast<int64_t>(n) : k;
@@ -130,8 +125,6 @@ std::optional<IntTensor> fromEval(std::optional<eval::Tensor> t, std::string* wh
   return IntTensor{t->type, std::move(t->dims), std::move(t->i)};
 }
 
-constexpr size_t kMaxValues = kMaxShapeValues;
-
 /// ConstantOfShape(shape): `shape` filled with the `value` attribute's one integer (its default, a
 /// float 0, is no integer: declined).
 std::optional<IntTensor> constantOfShape(const ir::Node& n, const IntTensor& shape, std::string* why) {
@@ -146,12 +139,13 @@ std::optional<IntTensor> constantOfShape(const ir::Node& n, const IntTensor& sha
     *why = "a ConstantOfShape of a shape that is not 1-D or has a negative dim";
     return std::nullopt;
   }
-  size_t n_values = 1;
-  for (int64_t d : shape.values)
-    if (d && (n_values *= static_cast<size_t>(d)) > kMaxValues) break;
-  if (std::find(shape.values.begin(), shape.values.end(), 0) != shape.values.end()) n_values = 0;
-  if (n_values > kMaxValues) {
-    *why = fmt::format("a ConstantOfShape of more than {} values", kMaxValues);
+  size_t n_values = 1;  // held at most one past the bound (no overflow); a 0 dim makes it 0
+  for (int64_t d : shape.values) {
+    const auto dim = static_cast<size_t>(d);
+    n_values = dim > kMaxShapeValues ? (n_values ? kMaxShapeValues + 1 : 0) : std::min(n_values * dim, kMaxShapeValues + 1);
+  }
+  if (n_values > kMaxShapeValues) {
+    *why = fmt::format("a ConstantOfShape of more than {} values", kMaxShapeValues);
     return std::nullopt;
   }
   return IntTensor{v->type, shape.values, std::vector<int64_t>(n_values, v->i[0])};
@@ -275,10 +269,10 @@ std::optional<IntTensor> evalOp(const ir::Node& n, const std::vector<std::option
     }
     return fromEval(eval::reshape(toEval(x), toEval(*input(1)), n.attrInt("allowzero", 0) != 0, why), why);
   }
-  if (n.is("Transpose")) return transpose(x, intsAttr(n, "perm"), why);
+  if (n.is("Transpose")) return transpose(x, n.attrInts("perm"), why);
   if (n.is("Identity")) return x;
   if (n.is("Unsqueeze") || n.is("Squeeze")) {
-    std::vector<int64_t> axes = opset >= 13 ? (input(1) ? input(1)->values : std::vector<int64_t>{}) : intsAttr(n, "axes");
+    std::vector<int64_t> axes = opset >= 13 ? (input(1) ? input(1)->values : std::vector<int64_t>{}) : n.attrInts("axes");
     return redim(x, std::move(axes), n.is("Unsqueeze"), why);
   }
   if (n.is("Cast")) return fromEval(eval::cast(toEval(x), static_cast<int32_t>(n.attrInt("to", 0)), why), why);
@@ -303,8 +297,8 @@ std::optional<IntTensor> evalOp(const ir::Node& n, const std::vector<std::option
 std::optional<IntTensor> evalShapeOp(const ir::Node& n, const std::vector<std::optional<IntTensor>>& in,
                                      const std::vector<int64_t>& shape, int64_t opset, std::string* why) {
   auto out = evalOp(n, in, shape, opset, why);
-  if (out && out->values.size() > kMaxValues) {
-    *why = fmt::format("a result of {} values, more than a shape's {}", out->values.size(), kMaxValues);
+  if (out && out->values.size() > kMaxShapeValues) {
+    *why = fmt::format("a result of {} values, more than a shape's {}", out->values.size(), kMaxShapeValues);
     return std::nullopt;
   }
   return out;

@@ -57,9 +57,8 @@ struct ReflectPadAsGather {
   /// The pads as constants, or nullopt with the reason (condition 3).
   std::optional<std::vector<int64_t>> padsOf(const ir::Node& n, std::string* why) const {
     if (opset < 11) {
-      const onnx::AttributeProto* a = n.attribute("pads");
-      if (!a) return std::nullopt;
-      return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+      if (!n.attribute("pads")) return std::nullopt;
+      return n.attrInts("pads");
     }
     const ir::Value* p = n.input(1);
     if (!p || !p->isConstant()) {
@@ -99,7 +98,8 @@ struct ReflectPadAsGather {
       g.begin[at] = pb;
       g.end[at] = pe;
     }
-    if (g.begin == g.end && std::all_of(g.begin.begin(), g.begin.end(), [](int64_t p) { return p == 0; }))
+    auto padded = [](int64_t p) { return p != 0; };
+    if (std::none_of(g.begin.begin(), g.begin.end(), padded) && std::none_of(g.end.begin(), g.end.end(), padded))
       return Match<Group>::none();  // pads nothing
     return g;
   }

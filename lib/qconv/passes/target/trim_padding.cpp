@@ -34,11 +34,6 @@ namespace qconv {
 
 namespace {
 
-std::vector<int64_t> intsAttribute(const ir::Node& n, const char* name) {
-  const onnx::AttributeProto* a = n.attribute(name);
-  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : std::vector<int64_t>{};
-}
-
 struct TrimPadding {
   struct Group {
     ir::Node* node;
@@ -54,14 +49,14 @@ struct TrimPadding {
   Match<Group> select(ir::Node& n) {
     const onnx::AttributeProto* autoPad = n.attribute("auto_pad");
     if (autoPad && autoPad->s() != "NOTSET") return Match<Group>::none();  // (2)
-    std::vector<int64_t> pads = intsAttribute(n, "pads");
+    std::vector<int64_t> pads = n.attrInts("pads");
     const size_t weight = n.is("QLinearConv") ? 3 : 1;
     if (pads.empty() || !n.input(0) || n.inputs().size() <= weight || !n.input(weight)) return Match<Group>::none();
     const auto x = staticShapeOf(*n.input(0));
     const auto w = staticShapeOf(*n.input(weight));
     const size_t axes = pads.size() / 2;
     if (!x || !w || x->size() != axes + 2 || w->size() != axes + 2) return Match<Group>::none();  // (3)
-    std::vector<int64_t> strides = intsAttribute(n, "strides"), dilations = intsAttribute(n, "dilations");
+    std::vector<int64_t> strides = n.attrInts("strides"), dilations = n.attrInts("dilations");
     strides.resize(axes, 1);
     dilations.resize(axes, 1);
     int64_t dropped = 0;

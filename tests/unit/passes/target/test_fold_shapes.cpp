@@ -230,6 +230,11 @@ TEST_CASE("shape_eval: a 2-D Slice reversing rows, a Transpose, a Reshape inferr
   REQUIRE(filled->type == TensorProto::INT64);
   REQUIRE(filled->dims == std::vector<int64_t>{2, 2});
   REQUIRE(filled->values == std::vector<int64_t>{7, 7, 7, 7});
+  REQUIRE_FALSE(eval(k, {i64({int64_t{1} << 62, 4})}, 13, &why));  // no shape: declined, without overflow
+  REQUIRE(why == "a ConstantOfShape of more than 65536 values");
+  auto empty = eval(k, {i64({int64_t{1} << 62, 0})}, 13, &why);  // a 0 dim: no values at all
+  REQUIRE(empty);
+  REQUIRE(empty->values.empty());
 }
 
 namespace {
