@@ -147,7 +147,7 @@ def test_the_table_holds_in_the_runtime_and_qconv_predicts_it(tmp_path, target, 
 
 
 # (target, op, the opset it reads the op from) as the profiles' op_opset_min say (measured 2026-11-28)
-OPSET_FLOORS = [("iree", "BatchNormalization", 15)]
+OPSET_FLOORS = [("iree", "BatchNormalization", 15), ("iree", "Slice", 13)]
 
 
 @pytest.mark.parametrize("target,op,floor", OPSET_FLOORS)

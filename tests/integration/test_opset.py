@@ -84,6 +84,59 @@ def test_an_operator_younger_than_the_target_is_refused(tmp_path):
            in error_line(r.stderr)
 
 
+def resize_model(tmp_path, opset: int, *, sizes: bool, mode: str = "asymmetric") -> str:
+    """x -> Q -> DQ -> Resize(nearest, x2) -> y as onnxruntime's quantizer leaves YOLO's upsampling
+    at opset 11: an empty roi, and scales [1, 1, 2, 2] (or, sizes=True, an empty scales and sizes)."""
+    f = onnx.numpy_helper.from_array
+    inits = [f(np.array(0.05, np.float32), "s"), f(np.array(0, np.int8), "z"), f(np.zeros(0, np.float32), "roi")]
+    if sizes:
+        inits += [f(np.zeros(0, np.float32), "scales"), f(np.array([1, 3, 8, 8], np.int64), "sizes")]
+    else:
+        inits += [f(np.array([1, 1, 2, 2], np.float32), "scales")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequant"),
+             helper.make_node("Resize", ["d", "roi", "scales"] + (["sizes"] if sizes else []), ["y"], name="up",
+                              mode="nearest", coordinate_transformation_mode=mode, nearest_mode="floor")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    path = str(tmp_path / f"resize{opset}{'_sizes' if sizes else ''}.onnx")
+    onnx.save(m, path)
+    return path
+
+
+@pytest.mark.parametrize("sizes", [False, True], ids=["scales", "sizes"])
+def test_a_resize_crosses_version_13_both_ways_computing_the_same(tmp_path, sizes):
+    """Version 13 made roi and scales optional and takes one of scales and sizes: raised, an empty
+    scales beside sizes is dropped; lowered back, absent ones become empty tensors (11 needs them)."""
+    src = resize_model(tmp_path, 11, sizes=sizes)
+    xs = [np.random.default_rng(5).normal(0, 3, (1, 3, 4, 4)).astype(np.float32)]
+    want = reference.outputs(src, xs)[0]
+    up, down = str(tmp_path / "up.onnx"), str(tmp_path / "down.onnx")
+    for a, b, opset in ((src, up, 13), (up, down, 11)):
+        r = run_qconv("convert", a, b, "--format", "qdq", "--opset", str(opset))
+        assert r.returncode == 0, r.stderr
+        assert declared(b) == opset
+        onnx.checker.check_model(onnx.load(b), full_check=True)
+        np.testing.assert_array_equal(reference.outputs(b, xs)[0], want)
+        np.testing.assert_array_equal(executed(b, xs)[0], want)
+    resize = next(n for n in onnx.load(up).graph.node if n.op_type == "Resize")
+    assert list(resize.input)[2:] == (["", "sizes"] if sizes else ["scales"])
+    resize = next(n for n in onnx.load(down).graph.node if n.op_type == "Resize")
+    assert all(resize.input[:3]), resize.input
+
+
+def test_a_resize_in_a_mode_version_13_removed_is_refused_by_name(tmp_path):
+    src = resize_model(tmp_path, 11, sizes=False, mode="tf_half_pixel_for_nn")
+    r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qdq", "--opset", "13")
+    assert r.returncode == UNSUPPORTED
+    assert error_line(r.stderr) == (
+        f"qconv: error: {src}: up: cannot declare opset 13 (the model declares 11): Resize version 13 is in the way: "
+        "the node's coordinate_transformation_mode is tf_half_pixel_for_nn, which version 13 removed")
+    assert not (tmp_path / "out.onnx").exists()
+
+
 @pytest.mark.parametrize("value", ["99", "0", "x"])
 def test_an_opset_qconv_does_not_know_is_a_usage_error(tmp_path, value):
     src = qdq_model(tmp_path, 13)

@@ -130,8 +130,9 @@ std::vector<TargetProfile> makeProfiles() {
   iree.types_why = "IREE 3.13's importer (torch-mlir) takes 8-bit and int16 quantization only: uint16, 4-bit, 2-bit, "
                    "float8 and float4 fail to import (measured)";
   // measured 2026-11-28 (test_op_tables.py; the corpus's PP-OCR and captcha models): torch-mlir's importer
-  // fails to legalize BatchNormalization below opset 15 and Unsqueeze/Squeeze in their opset-11 form
-  iree.op_opset_min = {{"BatchNormalization", 15}, {"Unsqueeze", 13}, {"Squeeze", 13}};
+  // fails to legalize BatchNormalization below opset 15 and Unsqueeze/Squeeze in their opset-11 form;
+  // measured 2026-11-29 (the YOLO detector; a lone Slice, float and int8): no Slice below opset 13
+  iree.op_opset_min = {{"BatchNormalization", 15}, {"Unsqueeze", 13}, {"Squeeze", 13}, {"Slice", 13}};
   // measured 2026-11-28: the captcha OCR's Reshape to a computed shape, undeclared after
   // quantize_static, fails iree-compile; declared, it compiles and runs
   iree.declare_shapes = "IREE 3.13's ONNX importer (torch-mlir's) takes it as rank 0, and iree-compile fails after it "

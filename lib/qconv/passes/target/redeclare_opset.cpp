@@ -14,7 +14,12 @@
 //      saved_var) keeps its meaning when the node uses its output Y only (inference);
 //   3. raising across a version that moved attribute axes to input 1 (Squeeze, Unsqueeze and
 //      ReduceSum at 13, the other Reduce ops at 18): the node keeps its meaning with its axes
-//      given as a constant int64 input (none given: none, the default of both).
+//      given as a constant int64 input (none given: none, the default of both);
+//   4. Resize crossing version 13 (which made roi and scales optional, one of scales and sizes
+//      given, and removed coordinate_transformation_mode tf_half_pixel_for_nn) keeps its meaning
+//      unless it uses that mode, or gives sizes with a scales input that is not a constant empty
+//      tensor; raising, such an empty scales input is dropped; lowering, an absent roi or scales
+//      becomes an empty float tensor, as version 11 requires.
 // A node that fails them is
 // unconvertible (its text names the version in the way), so refuse-foreign-ops, right after,
 // refuses the model with it (exit 4) and the opset stays as declared.
@@ -125,11 +130,29 @@ bool movesAxes(const OpVersion& v, int64_t declared) {
          (changed == "attribute axes removed" || changed == "input axes added, not optional; attribute axes removed");
 }
 
+bool isEmptyConstant(const ir::Value* v) {
+  return v && v->isConstant() && ir::numElements(*v->initializer()).value_or(1) == 0;
+}
+
+/// Condition 4: why a Resize cannot cross version 13, or empty.
+std::string resizeAcross13(const ir::Node& n) {
+  if (const onnx::AttributeProto* mode = n.attribute("coordinate_transformation_mode");
+      mode && mode->s() == "tf_half_pixel_for_nn")
+    return "the node's coordinate_transformation_mode is tf_half_pixel_for_nn, which version 13 removed";
+  if (n.input(3) && n.input(2) && !isEmptyConstant(n.input(2)))
+    return "the node gives sizes with a scales input that is not a constant empty tensor (version 13 takes only "
+           "one of the two)";
+  return "";
+}
+
 /// Why `n` (declared at `declared`) cannot move across version `v` of its operator, or empty.
 std::string blocker(const ir::Node& n, const OpVersion& v, const ElementTypes& known, int64_t declared) {
+  const bool resize13 = v.op == "Resize" && v.since == 13;
   const bool exempt = (isAxisCoercing(v.op) && v.since == 13 && lastAxis(n, declared) >= 0) ||
-                      (v.op == "BatchNormalization" && v.since == 14 && inferenceOnly(n)) || movesAxes(v, declared);
+                      (v.op == "BatchNormalization" && v.since == 14 && inferenceOnly(n)) || movesAxes(v, declared) ||
+                      (resize13 && resizeAcross13(n).empty());
   if (*v.changed && !exempt) {
+    if (resize13) return resizeAcross13(n);
     if (isAxisCoercing(v.op))
       return fmt::format("{} (the versions agree on the last axis of an input of known rank only)", v.changed);
     return v.changed;
@@ -252,6 +275,21 @@ void declareOpset(ir::Model& model, int64_t to) {
           n->label() + "_axes", ir::makeIntTensor(onnx::TensorProto::INT64, {static_cast<int64_t>(axes.size())}, axes));
       removeAttribute(*n, "axes");
       if (n->inputs().size() < 2 || !n->inputs()[1]) model.graph.setInput(n, 1, input);
+    }
+  if ((from < 13) != (to < 13))  // condition 4: Resize's scales and roi as the new side wants them
+    for (ir::Node* n : model.graph.nodes()) {
+      if (!n->domain().empty() || n->opType() != "Resize") continue;
+      if (to >= 13) {
+        if (ir::Value* scales = n->input(2); n->input(3) && isEmptyConstant(scales)) {
+          model.graph.setInput(n, 2, nullptr);
+          model.graph.pruneIfDead(scales);
+        }
+        continue;
+      }
+      for (size_t slot : {size_t{1}, size_t{2}})
+        if (!n->input(slot))
+          model.graph.setInput(n, slot, model.graph.addInitializer(n->label() + (slot == 1 ? "_roi" : "_scales"),
+                                                                   ir::makeFloatTensor({0}, {})));
     }
   for (auto& op : *model.shell.mutable_opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") op.set_version(to);
