@@ -52,7 +52,8 @@ def entry(name: str) -> dict:
 
 def feeds(model: dict, count: int, seed: int) -> list[np.ndarray]:
     """`count` inputs for the model's first input, the kind its `fill` says: an image in [0, 1)
-    normalized as the OCR models expect, file bytes as int32 0..256, audio in [-1, 1), token ids
+    normalized as the OCR models expect, file bytes as int32 0..256, audio in [-1, 1), a mel
+    spectrogram as openWakeWord scales it, token ids
     (int64: [CLS], word pieces of BERT's uncased vocabulary, [SEP])."""
     rng = np.random.default_rng(seed)
     shape = next(iter(model["inputs"].values()))
@@ -64,6 +65,12 @@ def feeds(model: dict, count: int, seed: int) -> list[np.ndarray]:
             out.append(ids)
         elif model["fill"] == "bytes":
             out.append(rng.integers(0, 257, size=shape).astype(np.int32))
+        elif model["fill"] == "spectrogram":  # [1, frames, bins, 1], smooth in time and frequency
+            # in the range openWakeWord feeds its embedding model: its mel front end's dB on the
+            # audio fill, scaled as it scales them (x / 10 + 2): about -1.3 to 3.2
+            base = rng.uniform(-1.3, 3.2, size=[shape[0], max(1, shape[1] // 4), max(1, shape[2] // 4), 1])
+            spec = np.kron(base, np.ones((1, 4, 4, 1)))[:, :shape[1], :shape[2], :]
+            out.append((spec + 0.1 * rng.standard_normal(spec.shape)).astype(np.float32))
         elif model["fill"] == "audio":
             t = np.arange(shape[-1]) / 16000.0
             tone = 0.3 * np.sin(2 * np.pi * rng.uniform(100, 800) * t)
