@@ -173,6 +173,9 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
         if quantized:
             inits.append(_c("s_act", np.float32(2 / 255)))
         return nodes, inits
+    if op == "GlobalMaxPool":  # each channel's maximum, subtracted from it: the probe's shape out
+        return [helper.make_node(op, [x], ["channel_max"], name="probe"),
+                helper.make_node("Sub", [x, "channel_max"], [y])], []
     if op == "LeakyRelu":
         return [helper.make_node(op, [x], [y], alpha=0.1)], []
     if op == "HardSigmoid":

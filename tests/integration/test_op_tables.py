@@ -68,6 +68,9 @@ AIDGE = {
     ("Clip", "computed bounds"): {f: True for f in EIGHT},
     ("LayerNormalization", ""): {f: True for f in EIGHT},
     ("LayerNormalization", "quantized parameters"): {"uint8": False, "int8": False},
+    # measured 2026-11-29 (the corpus's Magika classifier): imported as a GenericOperator, no forward();
+    # `--target aidge` writes it as a ReduceMax (global-max-pool-as-reduce-max), which runs
+    ("GlobalMaxPool", ""): {f: False for f in EIGHT},
 }
 # measured 2026-11-28: rknn-toolkit2 2.5.0, rk3588 (a float op builds, in FLOAT16: not on the NPU in 8 or 16 bits)
 RKNN = {
@@ -215,3 +218,36 @@ def test_what_iree_fails_on_qconv_writes_exactly_in_a_form_it_runs(tmp_path, kin
         np.testing.assert_array_equal(y, expected)
     else:  # the same sums, in float32
         np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rank,opset", [(3, 15), (4, 21)])
+def test_a_global_max_pool_aidge_does_not_import_is_written_as_a_reduce_max_it_runs_exactly(tmp_path, rank, opset):
+    """aidge_onnx 0.10.1 imports GlobalMaxPool as a GenericOperator (no forward()); `convert --target
+    aidge` writes it as a ReduceMax over the spatial axes (an attribute below opset 18, an input from
+    it), which Aidge runs, equal to the ONNX reference of the probe to the bit (reference.py's: onnx.reference's
+    GlobalMaxPool reduces the channels of a 3-D input too)."""
+    pytest.importorskip("aidge_core")
+    import numpy as np
+    from onnx import TensorProto, helper
+    import reference
+    shape = [1, 8, 16] if rank == 3 else [1, 8, 4, 4]
+    g = helper.make_graph([helper.make_node("GlobalMaxPool", ["x"], ["y"], name="probe")], "gmp",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape[:2] + [1] * (rank - 2))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    src, dst = str(tmp_path / "probe.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    try:
+        runtimes.run_aidge(src, [x])
+        pytest.fail("Aidge now runs GlobalMaxPool: global-max-pool-as-reduce-max can go")
+    except runtimes.Refused as e:
+        assert "GenericOperator" in str(e), e
+    c = run_qconv("convert", src, dst, "--target", "aidge")
+    assert c.returncode == 0, c.stderr
+    (node,) = onnx.load(dst).graph.node
+    assert node.op_type == "ReduceMax" and (len(node.input) == 2) == (opset >= 18), node
+    expected = reference.outputs(src, [x])[0]
+    assert expected.shape == tuple(shape[:2] + [1] * (rank - 2)), expected.shape
+    np.testing.assert_array_equal(runtimes.run_aidge(dst, [x])[0], expected)

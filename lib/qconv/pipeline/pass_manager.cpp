@@ -57,7 +57,7 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
   const TargetProfile& t = ctx.target();
   for (const PassInfo* p : passes_) {
     throwIfCancelled(cancel, ctx.path());
-    if (p->phase == PassPhase::Target && !shapes_declared && schemas_ && (!t.trim_padding.empty() || !t.reflect_pad.empty())) {
+    if (p->phase == PassPhase::Target && !shapes_declared && schemas_ && t.readsInferredShapes()) {
       shapes_declared = true;
       ctx.setPass("infer-shapes");
       const size_t declared = timeStage("infer shapes", [&] { return declareInferredShapes(model, *schemas_); });

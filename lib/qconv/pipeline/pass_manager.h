@@ -28,8 +28,8 @@ class PassManager {
 
   const std::vector<const PassInfo*>& passes() const { return passes_; }
 
-  /// Before the first pass that fits a target whose passes read shapes (trim_padding,
-  /// reflect_pad), declare the shapes ONNX's inference gives (declare_types.h), with `schemas`:
+  /// Before the first pass that fits a target whose passes read shapes
+  /// (TargetProfile::readsInferredShapes), declare the shapes ONNX's inference gives (declare_types.h), with `schemas`:
   /// the stage "infer shapes".
   void inferShapesWith(const io::OpSchemas& schemas) { schemas_ = &schemas; }
 

@@ -198,6 +198,12 @@ std::vector<TargetProfile> makeProfiles() {
                      "for scheduling')"},
                     {"LayerNormalization", OpForm::kAny, 0, 1, "", aidge_ln},
                     {"LayerNormalization", OpForm::kAny, 0, 2, "", aidge_ln}};
+  // measured 2026-11-29 (Magika's file-type classifier; alone: test_op_tables.py): no GlobalMaxPool at
+  // any rank, float or quantized; a ReduceMax over the spatial axes runs, exactly
+  const std::string_view aidge_gmp = "aidge_onnx 0.10.1 imports GlobalMaxPool as a GenericOperator, which has no "
+                                     "forward() (a ReduceMax over its spatial axes runs)";
+  aidge.op_rules.push_back({"GlobalMaxPool", OpForm::kAny, 0, -1, "", aidge_gmp});
+  aidge.global_max_pool = aidge_gmp;
   // quantize_static dequantizes a LayerNormalization's scale and bias: given in float, it imports
   aidge.float_readers = {{"LayerNormalization", aidge_ln}};
   // measured 2026-11-28: ocr_rec's s8s8 and QOp forms (its SVTR neck reshapes to Shape -> Slice -> Concat), folded, run

@@ -143,6 +143,9 @@ struct TargetProfile {
   /// Non-empty: a reflect Pad becomes a Gather per padded axis (reflect-pad-as-gather), and this
   /// says why.
   std::string_view reflect_pad;
+  /// Non-empty: a GlobalMaxPool becomes a ReduceMax over its spatial axes
+  /// (global-max-pool-as-reduce-max), and this says why.
+  std::string_view global_max_pool;
   /// Non-empty: a Concat joining a tensor computed after a Reshape to a computed shape with one
   /// that is not fails (computed_dims.h), and this says why: refused where fold-shapes leaves one.
   std::string_view computed_dims_concat;
@@ -152,6 +155,12 @@ struct TargetProfile {
   /// The runtime whose x86 u8 x s8 kernels can saturate on CPUs without VNNI ("onnxruntime"):
   /// check-saturation's advisory names it; empty: the runtime has none that can, no advisory.
   std::string_view saturating_kernels;
+
+  /// Whether a pass for this target reads shapes ONNX's inference gives where the model declares
+  /// none (trim_padding, reflect_pad, global_max_pool): the pass manager's stage "infer shapes".
+  bool readsInferredShapes() const {
+    return !trim_padding.empty() || !reflect_pad.empty() || !global_max_pool.empty();
+  }
 };
 
 /// Whether `t` runs data movement on a tensor of ONNX type `type` (move_on; any type but int8 and
