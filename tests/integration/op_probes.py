@@ -74,13 +74,24 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
     if op == "Reshape":
         return [helper.make_node("Reshape", [x, "shape"], [y])], [_c("shape", np.array(SHAPE, np.int64))]
     if op == "LSTM":  # the 8 channels as 8 steps of 36 features, hidden size 36, back to the shape
+        # ("gates reordered, quantized at run time": its W's gate blocks swapped by Slices and a Concat of
+        # the constant, then QuantizeLinear and DequantizeLinear, as quantize_static leaves Silero VAD's)
         n = SHAPE[2] * SHAPE[3]
-        return [helper.make_node("Reshape", [x, "seq_shape"], ["seq"]),
-                helper.make_node("LSTM", ["seq", "lstm_w", "lstm_r"], ["lstm_y"], hidden_size=n),
-                helper.make_node("Reshape", ["lstm_y", "out_shape"], [y])], [
+        w = "lstm_w_f" if variant == "gates reordered, quantized at run time" else "lstm_w"
+        pre = [helper.make_node("Slice", ["lstm_w", "lstm_half", "lstm_all", "lstm_axis"], ["lstm_w_hi"]),
+               helper.make_node("Slice", ["lstm_w", "lstm_zero", "lstm_half", "lstm_axis"], ["lstm_w_lo"]),
+               helper.make_node("Concat", ["lstm_w_hi", "lstm_w_lo"], ["lstm_w_swapped"], axis=1),
+               helper.make_node("QuantizeLinear", ["lstm_w_swapped", "lstm_w_step", "lstm_w_zp"], ["lstm_w_q"]),
+               helper.make_node("DequantizeLinear", ["lstm_w_q", "lstm_w_step", "lstm_w_zp"], ["lstm_w_f"])] if w != "lstm_w" else []
+        return pre + [helper.make_node("Reshape", [x, "seq_shape"], ["seq"]),
+                      helper.make_node("LSTM", ["seq", w, "lstm_r"], ["lstm_y"], hidden_size=n, name="probe"),
+                      helper.make_node("Reshape", ["lstm_y", "out_shape"], [y])], [
             _c("seq_shape", np.array([SHAPE[1], 1, n], np.int64)), _c("out_shape", np.array(SHAPE, np.int64)),
             _c("lstm_w", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)),
-            _c("lstm_r", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32))]
+            _c("lstm_r", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)),
+            _c("lstm_w_step", np.float32(0.5 / 127)), _c("lstm_w_zp", np.int8(0)), _c("lstm_axis", np.array([1], np.int64)),
+            _c("lstm_zero", np.array([0], np.int64)), _c("lstm_half", np.array([2 * n], np.int64)),
+            _c("lstm_all", np.array([4 * n], np.int64))]
     if op == "Add" and variant.startswith("constant quantized at run time"):  # a [1, C, 1, 1] bias, as PP-OCR's
         # "..., after a Conv": the Add's other input a 1x1 Conv's output (quantized as the probe's form is)
         conv = variant.endswith("after a Conv")
@@ -173,6 +184,10 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
         if quantized:
             inits.append(_c("s_act", np.float32(2 / 255)))
         return nodes, inits
+    if op == "Split":  # the channels in two halves, joined back ("sizes in the attribute": split=[4, 4], before opset 13)
+        kw = {"split": [SHAPE[1] // 2] * 2} if variant == "sizes in the attribute" else {}
+        return [helper.make_node(op, [x], ["half0", "half1"], axis=1, name="probe", **kw),
+                helper.make_node("Concat", ["half0", "half1"], [y], axis=1)], []
     if op == "GlobalMaxPool":  # each channel's maximum, subtracted from it: the probe's shape out
         return [helper.make_node(op, [x], ["channel_max"], name="probe"),
                 helper.make_node("Sub", [x, "channel_max"], [y])], []

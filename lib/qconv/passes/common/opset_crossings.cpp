@@ -52,11 +52,15 @@ bool inferenceOnly(const ir::Node& n) {
   return true;
 }
 
-/// Condition 3: version `v` moved attribute axes to an input, and the opset rises across it.
-bool movesAxes(const Crossing& v, int64_t declared) {
+/// Condition 3: the attribute version `v` moved to input 1 (axes; Split's split) when the opset
+/// rises across it, else null.
+const char* movedAttribute(const Crossing& v, int64_t declared) {
   const std::string_view changed = v.changed;
-  return declared < v.since &&
-         (changed == "attribute axes removed" || changed == "input axes added, not optional; attribute axes removed");
+  if (declared >= v.since) return nullptr;
+  if (changed == "attribute axes removed" || changed == "input axes added, not optional; attribute axes removed")
+    return "axes";
+  if (v.op == "Split" && changed == "attribute split removed") return "split";
+  return nullptr;
 }
 
 bool isEmptyConstant(const ir::Value* v) {
@@ -84,7 +88,7 @@ std::optional<std::string> crossingBlocker(const ir::Node& n, const Crossing& c,
   }
   if (c.op == "BatchNormalization" && c.since == 14)  // condition 2
     return inferenceOnly(n) ? "" : std::string(c.changed);
-  if (movesAxes(c, declared)) return "";           // condition 3
+  if (movedAttribute(c, declared)) return "";      // condition 3
   if (c.op == "Resize" && c.since == 13) return resizeAcross13(n);  // condition 4
   return std::nullopt;
 }
@@ -95,13 +99,13 @@ void rewriteCrossing(ir::Graph& graph, ir::Node& n, const Crossing& c, int64_t f
     QCONV_ASSERT(axis >= 0, "{}: crossing opset 13 unchecked", n.label());
     removeAttribute(n, "axis");
     setIntAttribute(n, "axis", axis);
-  } else if (movesAxes(c, from)) {  // condition 3: axes from the attribute to a constant input
-    if (!n.attribute("axes")) return;
-    const std::vector<int64_t> axes = n.attrInts("axes");
-    removeAttribute(n, "axes");
+  } else if (const char* name = movedAttribute(c, from)) {  // condition 3: the attribute to a constant input
+    if (!n.attribute(name)) return;
+    const std::vector<int64_t> values = n.attrInts(name);
+    removeAttribute(n, name);
     if (!n.input(1))
-      graph.setInput(&n, 1, graph.addInitializer(n.label() + "_axes", ir::makeIntTensor(onnx::TensorProto::INT64,
-                                                                                       {static_cast<int64_t>(axes.size())}, axes)));
+      graph.setInput(&n, 1, graph.addInitializer(n.label() + "_" + name, ir::makeIntTensor(onnx::TensorProto::INT64,
+                                                                                         {static_cast<int64_t>(values.size())}, values)));
   } else if (c.op == "Resize" && c.since == 13) {  // condition 4: scales and roi as the new side wants them
     if (from < c.since) {
       if (ir::Value* scales = n.input(2); n.input(3) && isEmptyConstant(scales)) {

@@ -8,9 +8,9 @@
 //      written out (the two versions' defaults differ: 1 before, -1 after).
 //   2. BatchNormalization at 14 (which removed the training outputs saved_mean and saved_var):
 //      the node uses output Y only (inference). Rewrite: none.
-//   3. A version that moved attribute axes to input 1 (Squeeze, Unsqueeze and ReduceSum at 13,
-//      the other Reduce ops at 18), raising the opset. Rewrite: the axes as a constant int64
-//      input (none given: none, the default of both).
+//   3. A version that moved an attribute to input 1 (axes: Squeeze, Unsqueeze and ReduceSum at
+//      13, the other Reduce ops at 18; split: Split at 13), raising the opset. Rewrite: the values
+//      as a constant int64 input (none given: none, the default of both).
 //   4. Resize at 13 (which made roi and scales optional, takes one of scales and sizes, and
 //      removed coordinate_transformation_mode tf_half_pixel_for_nn): not in that mode, and no
 //      sizes beside a scales input other than a constant empty tensor. Rewrite: raising, such an
