@@ -117,7 +117,7 @@ def test_dump_prints_the_ir_after_every_pass(quantized, tmp_path):
                        "; IR after fold-dequantized-constants",
                        "; IR after requantize-symmetric", "; IR after requantize-blocked", "; IR after requantize-wide",
                        "; IR after approximate-gelu", "; IR after add-zero-points", "; IR after trim-padding", "; IR after fold-shapes",
-                       "; IR after reflect-pad-as-gather", "; IR after global-max-pool-as-reduce-max", "; IR after declare-shapes",
+                       "; IR after reflect-pad-as-gather", "; IR after global-max-pool-as-reduce-max", "; IR after fold-constant-weights", "; IR after declare-shapes",
                        "; IR after check-zero-points",
                        "; IR after check-saturation", "; IR after redeclare-opset", "; IR after check-target",
                        "; IR after check-ops", "; IR after refuse-foreign-ops"]
@@ -144,7 +144,7 @@ def test_passes_lists_the_registry():
                                                      "lower-integer-ops,lift-float-form,pair-qdq,scalarize-one-channel,requantize-per-tensor,shift-types,"
                                                      "dequantize-moves,widen-packed,matmul-as-conv,fold-dequantized-constants,requantize-symmetric,"
                                                      "requantize-blocked,requantize-wide,approximate-gelu,add-zero-points,trim-padding,fold-shapes,"
-                                                     "reflect-pad-as-gather,global-max-pool-as-reduce-max,declare-shapes,"
+                                                     "reflect-pad-as-gather,global-max-pool-as-reduce-max,fold-constant-weights,declare-shapes,"
                                                      "check-zero-points,check-saturation,"
                                                      "redeclare-opset,check-target,check-ops,refuse-foreign-ops") in r.stdout
     # every stage shows, the hidden ones included

@@ -56,7 +56,8 @@ CI_CELLS += [("wakeword_mel", "qdq_s8s8_pt", "qnn"), ("wakeword_emb", "qdq_s8s8_
 CI_CELLS += [("filetype", "qdq_s8s8_pt", "aidge")]
 # captcha_unrolled in Aidge: its opset-12 Splits (sizes in the attribute) imported as GenericOperators;
 # Aidge reads Split from opset 13 on (op_opset_min), and the output runs. Silero VAD in OpenVINO: its
-# LSTM weights computed from constants and quantized at run time fail to compile; refused, naming it
+# LSTM weights computed from constants and quantized at run time fail to compile (input and output
+# alike, before fold-constant-weights); given as the floats they compute, the output runs
 CI_CELLS += [("captcha_unrolled", "qop_u8s8", "aidge"), ("vad", "qdq_s8s8_pt", "openvino")]
 SANITIZED = bool(os.environ.get("QCONV_SANITIZED"))
 

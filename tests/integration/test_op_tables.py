@@ -95,7 +95,8 @@ OPENVINO = {
     ("Add", "constant quantized at run time"): {f: True for f in EIGHT},
     ("Add", ""): {f: True for f in EIGHT},
     # measured 2026-11-29 (Silero VAD's LSTM): a weight the model computes from constants and quantizes at
-    # run time fails to compile ("expects Constant for port 4"); refused (no fold of Slice and Concat yet)
+    # run time fails to compile ("expects Constant for port 4"); fold-constant-weights gives it as the
+    # floats the chain computes, and the output runs
     ("LSTM", ""): {f: True for f in EIGHT},
     ("LSTM", "gates reordered, quantized at run time"): {f: False for f in EIGHT},
 }

@@ -24,7 +24,8 @@
 //   - a group:                  the action rewrites it, and may report what it did.
 // A root whose first output is missing or unnamed is never offered to the selector: it is
 // refused ("it has no output"; unconvertible in a foreign quantization domain). Only a rule
-// that rewrites nothing (validate) sets kNeedsOutput = false to see such nodes too.
+// that rewrites nothing (validate), or only the node's inputs (fold-constant-weights), sets
+// kNeedsOutput = false to see such nodes too.
 // A selector that finds bad input (not a node it declines, a model no runtime may run) throws
 // qconv::Error naming file and node: validate and redeclare-opset do.
 // With kSeveralPerNode the selector is asked again at the same node after each answer but none():

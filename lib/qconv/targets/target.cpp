@@ -90,12 +90,13 @@ std::vector<TargetProfile> makeProfiles() {
                                      "compute it";
   ov.op_rules_measured = "openvino 2026.4, 2026-11-28 and 2026-11-29";
   // measured 2026-11-29 (Silero VAD, every form: its LSTM weights' gates reordered by Slices and a Concat of
-  // constants, quantized at run time; and probes): such a weight fails to compile, at either precision.
-  // (Folded to integers, VAD's compile: a fold of Slice and Concat is not written yet. Folded alone, a
-  // weight at zero point 0 with R in float fails too when X is quantized: measured, not yet a rule)
+  // constants, quantized at run time; and probes): such a weight fails to compile, at either precision;
+  // given as floats it runs (fold-constant-weights computes them). Alone: with a quantized X, W dequantized
+  // at zero point 0 while R is float fails the same way; folded to floats, it runs too
   const std::string_view ov_lstm = "OpenVINO 2026.4 takes an LSTM's W, R and B only as constants: one the model "
                                    "quantizes at run time fails to compile ('LSTMSequence ... expects Constant for port "
-                                   "4')";
+                                   "4'); convert computes such a weight to its floats where it can";
+  ov.constant_inputs = {{"LSTM", {1, 2, 3}, ov_lstm}};
   ov.op_rules = {{"Add", OpForm::kQuantized, 0, 0, "QuantizeLinear", ov_qconst, true, "Conv"},
                  {"Add", OpForm::kQuantized, 0, 1, "QuantizeLinear", ov_qconst, true, "Conv"},
                  {"LSTM", OpForm::kAny, 0, 1, "QuantizeLinear", ov_lstm, true},

@@ -54,6 +54,13 @@ struct OpRule {
                      // different output of one Split, or a Slice of one tensor (an LSTM cell's gates, written out)
 };
 
+/// Inputs of an op that a runtime takes only as constants, and its words for what it does otherwise.
+struct ConstantInputs {
+  std::string_view op;
+  std::vector<int> inputs;
+  std::string_view why;
+};
+
 /// An op that takes a constant only in float, and the runtime's words for what it does otherwise.
 struct FloatReader {
   std::string_view op;
@@ -146,6 +153,9 @@ struct TargetProfile {
   /// Non-empty: a GlobalMaxPool becomes a ReduceMax over its spatial axes
   /// (global-max-pool-as-reduce-max), and this says why.
   std::string_view global_max_pool;
+  /// Inputs the runtime takes only as constants: one the model computes from constants becomes its
+  /// float value (fold-constant-weights).
+  std::vector<ConstantInputs> constant_inputs;
   /// Non-empty: a Concat joining a tensor computed after a Reshape to a computed shape with one
   /// that is not fails (computed_dims.h), and this says why: refused where fold-shapes leaves one.
   std::string_view computed_dims_concat;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "qconv/ir/tensor.h"
@@ -353,6 +354,40 @@ std::optional<Tensor> quantize(const Tensor& x, const Tensor& scale, const std::
   for (size_t k = 0; k < x.f.size(); ++k) {
     const size_t c = (k / inner) % channels;
     out.i[k] = quantizeOne(x.f[k], scale.f[c], zp ? zp->i[c] : 0, out_type);
+  }
+  return out;
+}
+
+std::optional<Tensor> dequantize(const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zp, int64_t axis,
+                                 std::string* why) {
+  if (x.isFloat() || !scale.isFloat() || (zp && (zp->isFloat() || zp->size() != scale.size()))) {
+    *why = "DequantizeLinear of other than integers, a float scale and a matching zero point";
+    return std::nullopt;
+  }
+  if (x.type == TensorProto::INT32 && zp && std::any_of(zp->i.begin(), zp->i.end(), [](int64_t z) { return z != 0; })) {
+    *why = "an int32 DequantizeLinear at a zero point other than 0";  // its subtraction's precision is the runtime's
+    return std::nullopt;
+  }
+  size_t inner = 1, channels = 1;
+  if (scale.f.size() != 1 || scale.dims.size() > 1) {
+    const int64_t rank = static_cast<int64_t>(x.dims.size());
+    if (scale.dims.size() != 1 || axis < -rank || axis >= rank) {
+      *why = "per-axis parameters do not fit the input (blocked or bad axis)";
+      return std::nullopt;
+    }
+    const size_t ax = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+    channels = static_cast<size_t>(x.dims[ax]);
+    if (scale.f.size() != channels) {
+      *why = fmt::format("scale has {} values, axis {} has {}", scale.f.size(), axis, channels);
+      return std::nullopt;
+    }
+    for (size_t k = ax + 1; k < x.dims.size(); ++k) inner *= static_cast<size_t>(x.dims[k]);
+  }
+  Tensor out{TensorProto::FLOAT, x.dims, std::vector<float>(x.i.size()), {}};
+  for (size_t k = 0; k < x.i.size(); ++k) {
+    const size_t c = (k / inner) % channels;
+    const int64_t z = zp ? zp->i[c] : 0;
+    out.f[k] = static_cast<float>(x.i[k] - z) * scale.f[c];  // the specification: (x - zero_point) * scale, in float
   }
   return out;
 }

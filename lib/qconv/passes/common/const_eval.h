@@ -52,4 +52,9 @@ std::optional<Tensor> reshape(const Tensor& a, const Tensor& shape, bool allowze
 std::optional<Tensor> quantize(const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zp,
                                int32_t out_type, int64_t axis, std::string* why);
 
+/// DequantizeLinear(x, scale, zero_point), per tensor or per axis: (x - zero_point) * scale in
+/// float32, as the specification and onnxruntime compute it.
+std::optional<Tensor> dequantize(const Tensor& x, const Tensor& scale, const std::optional<Tensor>& zp, int64_t axis,
+                                 std::string* why);
+
 }  // namespace qconv::eval
