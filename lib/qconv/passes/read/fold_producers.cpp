@@ -14,7 +14,7 @@
 //      Reshape: a constant shape, such as Paddle's [C] bias made [1, C, 1, 1]);
 //   2. every input is a constant initializer (not also a graph input);
 //   3. its single output is not a graph output and is not read by a subgraph;
-//   4. the evaluator computes it exactly (const_eval.h): float32 IEEE ops, integer results
+//   4. the evaluator computes it exactly (node_eval.h): float32 IEEE ops, integer results
 //      that fit their type, in-range casts, no NaN quantized;
 //   5. the result takes no more bytes than the largest input (folding never grows the model,
 //      so Cast(int8 -> float) of weights stays for lower-primitive-qdq to read as a dequantizer);
@@ -27,47 +27,13 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/const_eval.h"
+#include "qconv/passes/common/node_eval.h"
 #include "qconv/passes/read/fold.h"
 #include "qconv/passes/driver.h"
 
 namespace qconv {
 
 namespace {
-
-using onnx::AttributeProto;
-using onnx::TensorProto;
-
-std::optional<eval::Tensor> evaluate(const ir::Node& n, const std::vector<eval::Tensor>& in, std::string* why) {
-  const std::string& op = n.opType();
-  if (op == "Constant") return eval::constantNodeValue(n, why);
-  if (op == "Identity" && in.size() == 1) return in[0];
-  if (op == "Round" && in.size() == 1) return eval::round(in[0], why);
-  if (op == "Cast" && in.size() == 1)
-    return eval::cast(in[0], static_cast<int32_t>(n.attrInt("to", 0)), why);
-  if (op == "Reshape" && in.size() == 2) return eval::reshape(in[0], in[1], n.attrInt("allowzero", 0) != 0, why);
-  if ((op == "Mul" || op == "Div" || op == "Add" || op == "Sub") && in.size() == 2)
-    return eval::binary(op, in[0], in[1], why);
-  if (op == "Clip" && !in.empty() && in.size() <= 3) {
-    std::optional<eval::Tensor> lo, hi;
-    if (const auto* a = n.attribute("min")) lo = eval::Tensor{TensorProto::FLOAT, {}, {a->f()}, {}};
-    if (const auto* a = n.attribute("max")) hi = eval::Tensor{TensorProto::FLOAT, {}, {a->f()}, {}};
-    if (in.size() > 1) lo = in[1];
-    if (in.size() > 2) hi = in[2];
-    return eval::clip(in[0], lo, hi, why);
-  }
-  if (op == "QuantizeLinear" && (in.size() == 2 || in.size() == 3)) {
-    std::optional<eval::Tensor> zp;
-    if (in.size() == 3) zp = in[2];
-    const int32_t type = zp ? zp->type : static_cast<int32_t>(n.attrInt("output_dtype", TensorProto::UINT8));
-    if (n.attrInt("block_size", 0) != 0) {
-      *why = "blocked QuantizeLinear";
-      return std::nullopt;
-    }
-    return eval::quantize(in[0], in[1], zp, type, n.attrInt("axis", 1), why);
-  }
-  *why = "not a foldable op";
-  return std::nullopt;
-}
 
 /// The element count of a binary op's two inputs broadcast together (the evaluator's rule), or
 /// nullopt when they do not broadcast or the count passes 2^62.
@@ -101,6 +67,7 @@ struct Fold {
     eval::Tensor result;
   };
   bool (*accept)(const ir::Node&);
+  int64_t opset;
 
   bool root(const ir::Node& n) const { return accept(n) && isFoldable(n); }  // (1)
   std::string declined(const ir::Node&) const { return "not folded"; }
@@ -132,7 +99,7 @@ struct Fold {
                                                 count ? std::to_string(*count) : std::string("too many"), largest),
                                     Report::Detail);
     }
-    auto result = evaluate(n, inputs, &why);  // (4)
+    auto result = eval::evalNode(n, {inputs.begin(), inputs.end()}, opset, &why);  // (4)
     if (!result) return why.empty() ? Match<Group>::none() : Match<Group>::refuse(why, Report::Detail);
     if (n.opType() != "Constant" && result->byteSize() > std::max<size_t>(largest, 8))  // (5)
       return Match<Group>::refuse("the result would be larger than its inputs", Report::Detail);
@@ -154,7 +121,7 @@ struct Fold {
 }  // namespace
 
 void foldNodes(ir::Model& model, PassContext& ctx, bool (*accept)(const ir::Node&)) {
-  Fold rule{accept};
+  Fold rule{accept, ir::defaultOpset(model)};
   applyRule(model.graph, ctx, rule);
 }
 

@@ -37,6 +37,7 @@
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/element_types.h"
+#include "qconv/passes/common/node_eval.h"
 #include "qconv/passes/common/quant_slots.h"
 #include "qconv/passes/driver.h"
 #include "qconv/quant.h"
@@ -97,20 +98,8 @@ bool computedThrough(const ir::Value* v, std::string_view op) {
 
 /// Condition 3's `from_constants`: `v` is computed, and from constants alone (at most 64 nodes).
 bool computedFromConstants(const ir::Value* v) {
-  if (!v || !v->producer() || constantValue(v)) return false;
-  std::vector<const ir::Value*> todo{v};
-  std::set<const ir::Node*> seen;
-  while (!todo.empty()) {
-    const ir::Value* x = todo.back();
-    todo.pop_back();
-    if (constantValue(x)) continue;
-    const ir::Node* p = x->producer();
-    if (!p || x->isGraphInput() || seen.size() >= 64) return false;  // a graph input, or too far to say
-    if (!seen.insert(p).second) continue;
-    for (const ir::Value* in : p->inputs())
-      if (in) todo.push_back(in);
-  }
-  return true;
+  std::string why;
+  return v && v->producer() && !constantValue(v) && eval::constantCone(v, 64, &why);
 }
 
 /// Rule op "*": `n` computes on a float input 0 (condition 1).

@@ -17,7 +17,7 @@
 // An input is folded when:
 //   1. the target's profile lists it (constant_inputs: the op and the input's index);
 //   2. it is computed (not a constant) from constants alone, by at most 64 nodes, each of an op
-//      evaluated here, with one output;
+//      evaluated on constants (node_eval.h), with one output;
 //   3. its value holds at most 2^24 elements (a 64 MiB float weight), and every node of the chain
 //      evaluates (a scale that is not positive, a NaN quantized: declined, the reason said).
 // A folded chain's nodes no one else reads are removed. A node folds all such inputs or none (the
@@ -27,76 +27,18 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/const_eval.h"
-#include "qconv/passes/common/layout_eval.h"
+#include "qconv/passes/common/node_eval.h"
 #include "qconv/passes/driver.h"
 
 namespace qconv {
 
 namespace {
 
-using onnx::TensorProto;
-
 constexpr size_t kMaxNodes = 64;
 constexpr size_t kMaxElements = size_t{1} << 24;
-
-/// An integer input's values (Slice's starts, a Reshape's shape...), or nullopt.
-std::optional<std::vector<int64_t>> intsOf(const std::optional<eval::Tensor>& t) {
-  if (!t || t->isFloat()) return std::nullopt;
-  return t->i;
-}
-
-/// `n`'s output for these inputs (one per slot; absent optional ones nullopt), or nullopt with *why.
-std::optional<eval::Tensor> evalNode(const ir::Node& n, const std::vector<std::optional<eval::Tensor>>& in,
-                                     int64_t opset, std::string* why) {
-  auto at = [&](size_t k) -> const std::optional<eval::Tensor>& {
-    static const std::optional<eval::Tensor> none;
-    return k < in.size() ? in[k] : none;
-  };
-  if (n.is("Constant")) return eval::constantNodeValue(n, why);
-  if (!at(0)) {
-    *why = fmt::format("{} without input 0", n.opType());
-    return std::nullopt;
-  }
-  const eval::Tensor& x = *at(0);
-  if (n.is("Identity")) return x;
-  if (n.is("Cast")) return eval::cast(x, static_cast<int32_t>(n.attrInt("to", 0)), why);
-  if (n.is("Reshape") && at(1)) return eval::reshape(x, *at(1), n.attrInt("allowzero", 0) != 0, why);
-  if (n.is("Transpose")) return eval::transpose(x, n.attrInts("perm"), why);
-  if ((n.is("Mul") || n.is("Div") || n.is("Add") || n.is("Sub")) && at(1)) return eval::binary(n.opType(), x, *at(1), why);
-  if (n.is("Slice") && opset >= 10) {
-    const auto starts = intsOf(at(1)), ends = intsOf(at(2));
-    if (starts && ends)
-      return eval::slice(x, *starts, *ends, intsOf(at(3)).value_or(std::vector<int64_t>{}),
-                         intsOf(at(4)).value_or(std::vector<int64_t>{}), why);
-  }
-  if (n.is("Unsqueeze") || n.is("Squeeze")) {
-    const auto axes = opset >= 13 ? intsOf(at(1)).value_or(std::vector<int64_t>{}) : n.attrInts("axes");
-    return eval::redim(x, axes, n.is("Unsqueeze"), why);
-  }
-  if (n.is("Concat")) {
-    std::vector<eval::Tensor> xs;
-    for (const auto& t : in) {
-      if (!t) {
-        *why = "a Concat with an absent input";
-        return std::nullopt;
-      }
-      xs.push_back(*t);
-    }
-    return eval::concat(xs, n.attrInt("axis", 0), why);
-  }
-  if ((n.is("QuantizeLinear") || n.is("DequantizeLinear")) && at(1) && n.attrInt("block_size", 0) == 0) {
-    const std::optional<eval::Tensor>& zp = at(2);
-    if (n.is("DequantizeLinear")) return eval::dequantize(x, *at(1), zp, n.attrInt("axis", 1), why);
-    const int32_t type = zp ? zp->type : static_cast<int32_t>(n.attrInt("output_dtype", TensorProto::UINT8));
-    return eval::quantize(x, *at(1), zp, type, n.attrInt("axis", 1), why);
-  }
-  *why = fmt::format("{} is not an op fold-constant-weights evaluates", n.opType());
-  return std::nullopt;
-}
 
 struct FoldConstantWeights {
   struct Group {
@@ -114,41 +56,27 @@ struct FoldConstantWeights {
   std::string declined(const ir::Node&) const { return "input computed at run time kept"; }
 
   /// The value `v` computes from constants (condition 2), or nullopt with *why.
-  std::optional<eval::Tensor> valueOf(const ir::Value* v, std::map<const ir::Value*, eval::Tensor>& memo,
-                                      std::set<const ir::Node*>& seen, std::string* why) const {
-    if (auto it = memo.find(v); it != memo.end()) return it->second;
-    std::optional<eval::Tensor> out;
-    if (v->isConstant()) {
-      out = eval::fromValue(*v, why);
-    } else {
-      const ir::Node* p = v->producer();
-      if (!p || v->isGraphInput() || !p->domain().empty() || p->outputs().size() != 1) {
-        *why = "it is not computed from constants alone";
-        return std::nullopt;
-      }
-      if (seen.insert(p).second && seen.size() > kMaxNodes) {
-        *why = fmt::format("it is computed by more than {} nodes", kMaxNodes);
-        return std::nullopt;
-      }
+  std::optional<eval::Tensor> valueOf(const ir::Value* v, std::string* why) const {
+    const auto cone = eval::constantCone(v, kMaxNodes, why);
+    if (!cone) return std::nullopt;
+    std::map<const ir::Value*, eval::Tensor> values;
+    for (const ir::Node* p : *cone) {
       std::vector<std::optional<eval::Tensor>> in;
       for (const ir::Value* x : p->inputs()) {
-        if (!x) {
-          in.emplace_back();
-          continue;
-        }
-        in.push_back(valueOf(x, memo, seen, why));
-        if (!in.back()) return std::nullopt;
+        if (x && x->isConstant()) in.push_back(eval::fromValue(*x, why));
+        else if (x) in.push_back(values.at(x));  // the cone computes it first
+        else in.emplace_back();
+        if (x && !in.back()) return std::nullopt;
       }
       std::string inner;
-      out = evalNode(*p, in, opset, &inner);
+      auto out = eval::evalNode(*p, in, opset, &inner);
       if (!out) *why = fmt::format("{} ({}): {}", p->label(), p->opType(), inner);
+      else if (out->size() > kMaxElements)  // (3)
+        *why = fmt::format("it holds {} values, more than {}", out->size(), kMaxElements);
+      if (!out || out->size() > kMaxElements) return std::nullopt;
+      values.emplace(p->output(0), std::move(*out));
     }
-    if (out && out->size() > kMaxElements) {  // (3)
-      *why = fmt::format("it holds {} values, more than {}", out->size(), kMaxElements);
-      return std::nullopt;
-    }
-    if (out) memo.emplace(v, *out);
-    return out;
+    return values.at(v);
   }
 
   Match<Group> select(ir::Node& n) {
@@ -158,10 +86,8 @@ struct FoldConstantWeights {
       for (int k : c.inputs) {
         const ir::Value* v = n.input(static_cast<size_t>(k));
         if (!v || v->isConstant()) continue;
-        std::map<const ir::Value*, eval::Tensor> memo;
-        std::set<const ir::Node*> seen;
         std::string why;
-        auto value = valueOf(v, memo, seen, &why);
+        auto value = valueOf(v, &why);
         if (value && !value->isFloat()) why = "it is not float";
         if (!value || !value->isFloat()) return Match<Group>::refuse(fmt::format("input {}: {}", k, why));  // all or none
         g.folds.emplace_back(static_cast<size_t>(k), std::move(*value));
