@@ -61,6 +61,26 @@ int64_t knownRank(const ir::Value* v) {
   return -1;
 }
 
+namespace {
+
+bool keepsShape(const ir::Node* n) {
+  return n && (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear" || n->opType() == "Identity");
+}
+
+int64_t declaredRankFrom(const ir::Value* v, const ir::Value* from, int depth) {
+  if (const int64_t r = knownRank(v); r >= 0 || !v || depth >= 8) return r;
+  if (const ir::Node* p = v->producer(); keepsShape(p) && p->input(0) != from)
+    if (int64_t r = declaredRankFrom(p->input(0), v, depth + 1); r >= 0) return r;
+  for (const auto& use : v->uses())
+    if (keepsShape(use.node) && use.index == 0 && use.node->output(0) != from)
+      if (int64_t r = declaredRankFrom(use.node->output(0), v, depth + 1); r >= 0) return r;
+  return -1;
+}
+
+}  // namespace
+
+int64_t declaredRank(const ir::Value* v) { return declaredRankFrom(v, nullptr, 0); }
+
 std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why, bool widen_half) {
   const ir::Value* scale = n.input(1);
   const ir::Value* zp = n.input(2);

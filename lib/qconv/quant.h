@@ -57,6 +57,11 @@ std::optional<std::pair<float, float>> clipBounds(const ir::Node& clip, std::str
 /// Rank of a value when known (initializer dims or value_info shape), else -1 (also for null).
 int64_t knownRank(const ir::Value* v);
 
+/// The rank of `v` where its shape is declared (symbolic dims count), or that of a value a chain
+/// of QuantizeLinear/DequantizeLinear/Identity joins it to, either way (a quantizer adds values it
+/// declares no shape for); else -1.
+int64_t declaredRank(const ir::Value* v);
+
 /// QuantizeLinear's formula for one element: saturate(round_half_even(x / scale) + zp).
 int64_t quantizeOne(float x, float scale, int64_t zero_point, int32_t elem_type);
 

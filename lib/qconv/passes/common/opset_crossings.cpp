@@ -17,23 +17,6 @@ namespace {
 
 bool isAxisCoercing(std::string_view op) { return op == "Softmax" || op == "LogSoftmax" || op == "Hardmax"; }
 
-bool keepsShape(const ir::Node* n) {
-  return n && (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear" || n->opType() == "Identity");
-}
-
-/// The rank of `v` where its shape is declared (symbolic dims count), or that of a value a chain
-/// of QuantizeLinear/DequantizeLinear/Identity joins it to, either way (a quantizer adds values it
-/// declares no shape for); else -1.
-int64_t declaredRank(const ir::Value* v, const ir::Value* from = nullptr, int depth = 0) {
-  if (const int64_t r = knownRank(v); r >= 0 || !v || depth >= 8) return r;
-  if (const ir::Node* p = v->producer(); keepsShape(p) && p->input(0) != from)
-    if (int64_t r = declaredRank(p->input(0), v, depth + 1); r >= 0) return r;
-  for (const auto& use : v->uses())
-    if (keepsShape(use.node) && use.index == 0 && use.node->output(0) != from)
-      if (int64_t r = declaredRank(use.node->output(0), v, depth + 1); r >= 0) return r;
-  return -1;
-}
-
 /// Condition 1: for a Softmax-like node declared at `declared`, its axis as a non-negative
 /// number when it is the last of an input of known rank (the output's rank serves too); or -1.
 int64_t lastAxis(const ir::Node& n, int64_t declared) {

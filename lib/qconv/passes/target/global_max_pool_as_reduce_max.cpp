@@ -16,7 +16,8 @@
 //   1. the target's profile asks for it (global_max_pool);
 //   2. it is a default-domain GlobalMaxPool;
 //   3. the rank of its input or output is known (declared, or as the stage "infer shapes" gives
-//      it), and is at least 3. Otherwise it stays, and check-ops refuses it.
+//      it, on the value or across the QuantizeLinear/DequantizeLinear beside it: declaredRank),
+//      and is at least 3. Otherwise it stays, and check-ops refuses it.
 #include <fmt/format.h>
 
 #include <numeric>
@@ -42,8 +43,8 @@ struct GlobalMaxPoolAsReduceMax {
   std::string declined(const ir::Node&) const { return "GlobalMaxPool kept"; }
 
   Match<Group> select(ir::Node& n) {
-    int64_t rank = knownRank(n.input(0));
-    if (rank < 0) rank = knownRank(n.output(0));
+    int64_t rank = declaredRank(n.input(0));
+    if (rank < 0) rank = declaredRank(n.output(0));
     if (rank < 0) return Match<Group>::refuse("the rank of its input is not known");  // (3)
     if (rank < 3) return Match<Group>::refuse(fmt::format("its input has rank {}, no spatial axis", rank));
     return Group{&n, rank};

@@ -10,13 +10,20 @@ using namespace qtest;
 
 namespace {
 
-/// x [dims] -> GlobalMaxPool -> y; `hidden`: between two Relus, its input and output undeclared
-ModelBuilder globalMaxPool(int64_t opset, const std::vector<int64_t>& dims, bool hidden = false) {
+/// x [dims] -> GlobalMaxPool -> y; `hidden`: between two Relus, its input and output undeclared;
+/// `quantized`: x quantized and dequantized before it, the values between and after undeclared
+ModelBuilder globalMaxPool(int64_t opset, const std::vector<int64_t>& dims, bool hidden = false, bool quantized = false) {
   ModelBuilder b(opset);
   b.input("x", TensorProto::FLOAT, dims);
   if (hidden) b.node("Relu", {"x"}, {"r"}, "relu_in");
-  b.node("GlobalMaxPool", {hidden ? "r" : "x"}, {hidden ? "g" : "y"}, "gmp");
-  if (hidden) b.node("Relu", {"g"}, {"y"}, "relu_out");
+  if (quantized) {
+    b.floats("s", {}, {0.5f});
+    b.ints("zp", TensorProto::UINT8, {}, {128});
+    b.node("QuantizeLinear", {"x", "s", "zp"}, {"xq"}, "q");
+    b.node("DequantizeLinear", {"xq", "s", "zp"}, {"r"}, "dq");
+  }
+  b.node("GlobalMaxPool", {hidden || quantized ? "r" : "x"}, {hidden || quantized ? "g" : "y"}, "gmp");
+  if (hidden || quantized) b.node("Relu", {"g"}, {"y"}, "relu_out");
   b.output("y", TensorProto::FLOAT, std::vector<int64_t>(dims.size(), 1));
   return b;
 }
@@ -41,6 +48,11 @@ TEST_CASE("global-max-pool-as-reduce-max: for aidge, a GlobalMaxPool becomes a R
   REQUIRE(reduce18->input(1)->isConstant());
   std::string why;
   REQUIRE(qconv::ir::readInts(*reduce18->input(1), &why) == std::vector<int64_t>{2, 3});
+  // the rank declared only before a QuantizeLinear/DequantizeLinear pair (as quantize_static leaves it)
+  auto mq = globalMaxPool(15, {1, 8, 4, 4}, false, true).build();
+  Reporter rq(forTarget("aidge"));
+  qconv::globalMaxPoolAsReduceMax(mq, rq.ctx);
+  REQUIRE(only(mq.graph, "ReduceMax")->attrInts("axes") == std::vector<int64_t>{2, 3});
 }
 
 TEST_CASE("global-max-pool-as-reduce-max: another target, or an input of unknown rank, keeps the GlobalMaxPool") {
