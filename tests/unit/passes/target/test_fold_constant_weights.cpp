@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "model_builder.h"
 #include "qconv/ir/tensor.h"
@@ -47,6 +48,55 @@ ModelBuilder vadLstm(bool from_input = false) {
   return b;
 }
 
+/// Every initializer of `b` stored in the typed fields (float_data, int32_data for 8-bit types,
+/// int64_data) instead of raw_data, as some exporters write them; w0 moved into a Constant node.
+void typedFields(ModelBuilder& b) {
+  auto* inits = b.graph().mutable_initializer();
+  for (auto& t : *inits) {
+    const std::string raw = t.raw_data();
+    t.clear_raw_data();
+    if (t.data_type() == TensorProto::FLOAT) {
+      for (size_t k = 0; k < raw.size(); k += 4) {
+        float v;
+        std::memcpy(&v, raw.data() + k, 4);
+        t.add_float_data(v);
+      }
+    } else if (t.data_type() == TensorProto::INT64) {
+      for (size_t k = 0; k < raw.size(); k += 8) {
+        int64_t v;
+        std::memcpy(&v, raw.data() + k, 8);
+        t.add_int64_data(v);
+      }
+    } else {  // INT8
+      for (char c : raw) t.add_int32_data(static_cast<int8_t>(c));
+    }
+  }
+  for (int k = 0; k < inits->size(); ++k) {
+    if (inits->Get(k).name() != "w0") continue;
+    auto& constant = b.node("Constant", {}, {"w0"}, "w0_constant");
+    auto* value = constant.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    *value->mutable_t() = inits->Get(k);
+    value->mutable_t()->clear_name();
+    inits->DeleteSubrange(k, 1);
+    auto* nodes = b.graph().mutable_node();
+    for (int j = nodes->size() - 1; j > 0; --j) nodes->SwapElements(j, j - 1);  // first, before its readers
+    break;
+  }
+}
+
+std::vector<float> foldedW(qconv::ir::Model& m) {
+  Reporter r(forTarget("openvino"));
+  qconv::foldConstantWeights(m, r.ctx);
+  const qconv::ir::Value* w = only(m.graph, "LSTM")->input(1);
+  REQUIRE(w->isConstant());
+  std::string why;
+  const auto folded = eval::fromValue(*w, &why);
+  REQUIRE(folded);
+  return folded->f;
+}
+
 }  // namespace
 
 TEST_CASE("fold-constant-weights: for openvino, an LSTM weight computed from constants becomes the floats it computes") {
@@ -70,6 +120,19 @@ TEST_CASE("fold-constant-weights: for openvino, an LSTM weight computed from con
       const float q = std::max(-128.0f, std::min(127.0f, std::nearbyint(v / 0.02f)));  // round half to even
       REQUIRE(folded->f[static_cast<size_t>(k * kInput + j)] == q * 0.02f);
     }
+}
+
+TEST_CASE("fold-constant-weights: weights in typed fields and a Constant node fold to the same floats as raw_data") {
+  auto raw = vadLstm().build();
+  ModelBuilder typed = vadLstm();
+  typedFields(typed);
+  REQUIRE(typed.graph().initializer(0).raw_data().empty());
+  auto m = typed.build();
+  REQUIRE(nodesOf(m.graph, "Constant").size() == 1);
+  const std::vector<float> expected = foldedW(raw);
+  REQUIRE(expected.size() == 4 * kHidden * kInput);
+  REQUIRE(foldedW(m) == expected);
+  REQUIRE(nodesOf(m.graph, "Constant").empty());
 }
 
 TEST_CASE("fold-constant-weights: a weight read from a graph input, or another target, stays") {
