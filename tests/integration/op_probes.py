@@ -76,20 +76,40 @@ def _op(op: str, x: str, y: str, variant: str) -> tuple[list[onnx.NodeProto], li
     if op == "LSTM":  # the 8 channels as 8 steps of 36 features, hidden size 36, back to the shape
         # ("gates reordered, quantized at run time": its W's gate blocks swapped by Slices and a Concat of
         # the constant, then QuantizeLinear and DequantizeLinear, as quantize_static leaves Silero VAD's)
+        # ("W dequantized": W an int8 constant dequantized at zero point 0, R float; "R dequantized" the
+        # other way round; "W and R dequantized": both so, as quantize_static writes an LSTM's weights)
         n = SHAPE[2] * SHAPE[3]
-        w = "lstm_w_f" if variant == "gates reordered, quantized at run time" else "lstm_w"
+        lstm_w = (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)
+        lstm_r = (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)
+        step = np.float32(0.5 / 127)
+        w = "lstm_w_f" if variant and variant != "R dequantized" else "lstm_w"
+        r = "lstm_r_f" if variant in ("W and R dequantized", "R dequantized") else "lstm_r"
         pre = [helper.make_node("Slice", ["lstm_w", "lstm_half", "lstm_all", "lstm_axis"], ["lstm_w_hi"]),
                helper.make_node("Slice", ["lstm_w", "lstm_zero", "lstm_half", "lstm_axis"], ["lstm_w_lo"]),
                helper.make_node("Concat", ["lstm_w_hi", "lstm_w_lo"], ["lstm_w_swapped"], axis=1),
                helper.make_node("QuantizeLinear", ["lstm_w_swapped", "lstm_w_step", "lstm_w_zp"], ["lstm_w_q"]),
-               helper.make_node("DequantizeLinear", ["lstm_w_q", "lstm_w_step", "lstm_w_zp"], ["lstm_w_f"])] if w != "lstm_w" else []
-        return pre + [helper.make_node("Reshape", [x, "seq_shape"], ["seq"]),
-                      helper.make_node("LSTM", ["seq", w, "lstm_r"], ["lstm_y"], hidden_size=n, name="probe"),
+               helper.make_node("DequantizeLinear", ["lstm_w_q", "lstm_w_step", "lstm_w_zp"], ["lstm_w_f"])
+               ] if variant == "gates reordered, quantized at run time" else []
+        if variant in ("W dequantized", "R dequantized", "W and R dequantized"):
+            pre = [helper.make_node("DequantizeLinear", ["lstm_w_int8", "lstm_w_step", "lstm_w_zp"], ["lstm_w_f"])
+                   ] if w != "lstm_w" else []
+            pre += [helper.make_node("DequantizeLinear", ["lstm_r_int8", "lstm_w_step", "lstm_w_zp"], ["lstm_r_f"])
+                    ] if r != "lstm_r" else []
+        seq = "seq"
+        if pre and variant != "gates reordered, quantized at run time" and x != "x":  # quantized: X too, as
+            # quantize_static leaves it, the Reshape's output quantized again (the form check-ops reads)
+            pre += [helper.make_node("Reshape", [x, "seq_shape"], ["seq"]),
+                    helper.make_node("QuantizeLinear", ["seq", "s_in", "zp"], ["seq_q"]),
+                    helper.make_node("DequantizeLinear", ["seq_q", "s_in", "zp"], ["seq_f"])]
+            seq = "seq_f"
+        return pre + ([helper.make_node("Reshape", [x, "seq_shape"], ["seq"])] if seq == "seq" else []) + [
+                      helper.make_node("LSTM", [seq, w, r], ["lstm_y"], hidden_size=n, name="probe"),
                       helper.make_node("Reshape", ["lstm_y", "out_shape"], [y])], [
             _c("seq_shape", np.array([SHAPE[1], 1, n], np.int64)), _c("out_shape", np.array(SHAPE, np.int64)),
-            _c("lstm_w", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)),
-            _c("lstm_r", (rng.standard_normal((1, 4 * n, n)) * 0.1).astype(np.float32)),
-            _c("lstm_w_step", np.float32(0.5 / 127)), _c("lstm_w_zp", np.int8(0)), _c("lstm_axis", np.array([1], np.int64)),
+            _c("lstm_w", lstm_w), _c("lstm_r", lstm_r),
+            _c("lstm_w_int8", np.clip(np.rint(lstm_w / step), -127, 127).astype(np.int8)),
+            _c("lstm_r_int8", np.clip(np.rint(lstm_r / step), -127, 127).astype(np.int8)),
+            _c("lstm_w_step", step), _c("lstm_w_zp", np.int8(0)), _c("lstm_axis", np.array([1], np.int64)),
             _c("lstm_zero", np.array([0], np.int64)), _c("lstm_half", np.array([2 * n], np.int64)),
             _c("lstm_all", np.array([4 * n], np.int64))]
     if op == "Add" and variant.startswith("constant quantized at run time"):  # a [1, C, 1, 1] bias, as PP-OCR's

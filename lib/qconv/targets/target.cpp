@@ -91,17 +91,24 @@ std::vector<TargetProfile> makeProfiles() {
   ov.op_rules_measured = "openvino 2026.4, 2026-11-28 and 2026-11-29";
   // measured 2026-11-29 (Silero VAD, every form: its LSTM weights' gates reordered by Slices and a Concat of
   // constants, quantized at run time; and probes): such a weight fails to compile, at either precision;
-  // given as floats it runs (fold-constant-weights computes them). Alone: with a quantized X, W dequantized
-  // at zero point 0 while R is float fails the same way; folded to floats, it runs too
+  // given as floats it runs (fold-constant-weights computes them)
   const std::string_view ov_lstm = "OpenVINO 2026.4 takes an LSTM's W, R and B only as constants: one the model "
                                    "quantizes at run time fails to compile ('LSTMSequence ... expects Constant for port "
                                    "4'); convert computes such a weight to its floats where it can";
+  // measured 2026-11-29 (probes): a quantized LSTM (X dequantized) whose W is an int8 constant dequantized
+  // while R is a float constant, or the other way round, fails the same way, at either precision; with
+  // both dequantized, or X float, it runs
+  const std::string_view ov_lstm_mixed = "OpenVINO 2026.4 fails to compile a quantized LSTM with one of W and R "
+                                         "dequantized and the other float ('LSTMSequence ... expects Constant for port "
+                                         "4'); convert computes the dequantized one to its floats";
   ov.constant_inputs = {{"LSTM", {1, 2, 3}, ov_lstm}};
   ov.op_rules = {{"Add", OpForm::kQuantized, 0, 0, "QuantizeLinear", ov_qconst, true, "Conv"},
                  {"Add", OpForm::kQuantized, 0, 1, "QuantizeLinear", ov_qconst, true, "Conv"},
                  {"LSTM", OpForm::kAny, 0, 1, "QuantizeLinear", ov_lstm, true},
                  {"LSTM", OpForm::kAny, 0, 2, "QuantizeLinear", ov_lstm, true},
-                 {"LSTM", OpForm::kAny, 0, 3, "QuantizeLinear", ov_lstm, true}};
+                 {"LSTM", OpForm::kAny, 0, 3, "QuantizeLinear", ov_lstm, true},
+                 {"LSTM", OpForm::kQuantized, 0, 1, "DequantizeLinear", ov_lstm_mixed, true, {}, -1, {}, 0, 2},
+                 {"LSTM", OpForm::kQuantized, 0, 2, "DequantizeLinear", ov_lstm_mixed, true, {}, -1, {}, 0, 1}};
   ov.saturating_kernels = "OpenVINO";
   ov.quant_types = {onnx::TensorProto::INT8, onnx::TensorProto::UINT8, onnx::TensorProto::INT16, onnx::TensorProto::INT32,
                     22 /* INT4 */, 21 /* UINT4 */};

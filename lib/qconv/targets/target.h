@@ -52,6 +52,7 @@ struct OpRule {
   std::string_view from = {};  // non-empty: only when that input (of a two-input op) is this op's output, through Q/DQ
   int siblings = 0;  // >= 2: only when this many nodes of the op (the node among them) each read, through Q/DQ, a
                      // different output of one Split, or a Slice of one tensor (an LSTM cell's gates, written out)
+  int constant_input = -1;  // >= 0: only when this input is a constant (an initializer or a Constant node's output)
 };
 
 /// Inputs of an op that a runtime takes only as constants, and its words for what it does otherwise.

@@ -24,7 +24,9 @@
 //   6. when the rule counts `siblings`, input 0 is, through at most two QuantizeLinear/
 //      DequantizeLinear, an output of a Split or a Slice, and at least that many nodes of the op
 //      (the node among them) each read so a different output of that Split, or a different Slice
-//      of the same tensor.
+//      of the same tensor;
+//   7. when the rule names a `constant_input`, that input is a constant (an LSTM's R, float, where
+//      its W is dequantized).
 // The passes before chose the forms the target runs where an exact one exists (shift-types
 // stores QNN's activations as uint8, where its int8 rules do not hold); what reaches this pass
 // has none. Without --target, or for a profile without op rules, nothing is checked.
@@ -180,6 +182,7 @@ bool matches(const OpRule& r, const ir::Node& n, int32_t from, const ElementType
   }
   if (r.not_ones_input >= 0 && !notOnes(n, r.not_ones_input)) return false;  // (5)
   if (r.siblings >= 2 && siblingCount(n) < static_cast<size_t>(r.siblings)) return false;  // (6)
+  if (r.constant_input >= 0 && !constantValue(n.input(static_cast<size_t>(r.constant_input)))) return false;  // (7)
   return true;
 }
 
@@ -197,6 +200,7 @@ std::string formText(const OpRule& r, const ir::Node& n, int32_t from) {
   if (!r.other_from.empty()) text += fmt::format(", the other a {}'s output", r.other_from);
   if (r.not_ones_input >= 0) text += fmt::format(", its input {} not all ones", r.not_ones_input);
   if (r.siblings >= 2) text += fmt::format(", one of {} on the parts of one tensor", siblingCount(n));
+  if (r.constant_input >= 0) text += fmt::format(", its input {} a constant", r.constant_input);
   return text;
 }
 
