@@ -6,6 +6,13 @@ part of it in CI and asserts the rules; this runs all of it (an hour or more wit
 
     QCONV_RKNN_PYTHON=$(scripts/setup_rknn.sh) .venv/bin/python scripts/corpus_matrix.py \\
         [--models a,b] [--forms f,g] [--targets t,u] [--json cells.jsonl] [--judge exact]
+    .venv/bin/python scripts/corpus_matrix.py --table cells.jsonl[,more.jsonl]
+
+--table prints, from the JSON lines of one or more runs (split by model to use both cores; a
+later line of a cell replaces an earlier one), the table per target that docs/targets.md keeps:
+a row per model, a column per form, each cell "exit: output steps (input steps)", and per
+target what holds (every exit-0 output runs wholly; none further from the reference than its
+input, one step of slack).
 
 A target "openvino f32" runs OpenVINO at INFERENCE_PRECISION_HINT f32 (converted for openvino-f32);
 "onnxruntime default" runs onnxruntime in a default session (graph optimizations on, as users run
@@ -48,6 +55,66 @@ def row(c: corpus_run.Cell, with_mean: bool = False) -> str:
             f"{inp} | {steps(c.in_steps, c.in_mean, with_mean)} |")
 
 
+FORMS = ["qdq_u8s8_pc", "qdq_s8s8_pt", "qop_u8s8", "qdq_u16s8_pc"]
+FORM_NAMES = {"qdq_u8s8_pc": "QDQ u8s8 pc", "qdq_s8s8_pt": "QDQ s8s8 pt", "qop_u8s8": "QOp u8s8",
+              "qdq_u16s8_pc": "QDQ u16s8 pc"}
+
+
+def read_cells(paths: list[str]) -> dict[tuple[str, str, str], dict]:
+    """(model, form, target label) -> the cell's JSON line, the last one read of each."""
+    cells: dict[tuple[str, str, str], dict] = {}
+    for path in paths:
+        seen: set[tuple[str, str, str]] = set()
+        for line in open(path):
+            c = json.loads(line)
+            label = c.get("label") or c["target"]
+            if "label" not in c and (c["model"], c["form"], label) in seen and label == "openvino":
+                label = "openvino f32"  # runs before labels: each (model, form)'s second openvino cell
+            seen.add((c["model"], c["form"], label))
+            cells[(c["model"], c["form"], label)] = c
+    return cells
+
+
+def worse(c: dict) -> bool:
+    """Further from the reference than the input, beyond one step (where both ran)."""
+    return (c["exit"] == 0 and c["out_runs"] == "yes" and c["in_runs"] == "yes" and c["out_steps"] is not None
+            and c["in_steps"] is not None and c["out_steps"] > c["in_steps"] + 1 + 1e-6)
+
+
+def cell_text(c: dict) -> str:
+    inp = f"({corpus_run.steps_text(c['in_steps'])})" if c["in_runs"] == "yes" else "(fails)"
+    if c["exit"] == 0 and c["out_runs"] == "yes":
+        return f"0: {corpus_run.steps_text(c['out_steps'])} {inp}" + (" **worse**" if worse(c) else "")
+    if c["exit"] == 0:
+        return f"0: **FAILS** {inp}"
+    return f"{c['exit']} {inp}"
+
+
+def table(paths: list[str]) -> None:
+    cells = read_cells(paths)
+    models = [m["name"] for m in corpus.entries()]
+    labels = [t for t in TARGETS + ["onnxruntime default"] if any(k[2] == t for k in cells)]
+    for t in labels:
+        mine = {k: c for k, c in cells.items() if k[2] == t}
+        forms = [f for f in FORMS if any(k[1] == f for k in mine)]
+        exit0 = [c for c in mine.values() if c["exit"] == 0]
+        fails = [f"{c['model']} {c['form']}" for c in exit0 if c["out_runs"] != "yes"]
+        worse_ = [f"{c['model']} {c['form']}" for c in mine.values() if worse(c)]
+        refused = [c for c in mine.values() if c["exit"] == 4]
+        print(f"**{t}**: {len(mine)} cells; {len(exit0)} exit 0, "
+              + (f"{len(fails)} of them do not run wholly ({', '.join(fails)})" if fails else "every one runs wholly")
+              + f"; {len(refused)} exit 4 ({sum(c['in_runs'] != 'yes' for c in refused)} of whose inputs do not run "
+              + "either); further from the reference than the input: "
+              + (", ".join(worse_) if worse_ else "none") + ".\n")
+        print("| model | " + " | ".join(FORM_NAMES[f] for f in forms) + " |")
+        print("|---|" + "---|" * len(forms))
+        for m in models:
+            row_cells = [mine.get((m, f, t)) for f in forms]
+            if any(row_cells):
+                print(f"| {m} | " + " | ".join(cell_text(c) if c else "" for c in row_cells) + " |")
+        print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="")
@@ -55,7 +122,11 @@ def main() -> None:
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--json", default="")
     ap.add_argument("--judge", choices=["reference", "exact"], default="reference")
+    ap.add_argument("--table", default="", help="print the docs' tables from these JSON lines files, run nothing")
     a = ap.parse_args()
+    if a.table:
+        table(a.table.split(","))
+        return
     models = [m for m in corpus.entries() if not a.models or m["name"] in a.models.split(",")]
     sink = open(a.json, "a") if a.json else None
     exact = a.judge == "exact"
@@ -81,7 +152,7 @@ def main() -> None:
                     out_ref = judge.reference_steps(m["name"], form, c.output) if exact and c.exit == 0 else (None, None)
                     print(row(c, exact) + (f" {steps(*ref, True)} | {steps(*out_ref, True)} |" if exact else ""), flush=True)
                     if sink:
-                        sink.write(json.dumps({**dataclasses.asdict(c), "seconds": round(time.time() - started, 1),
+                        sink.write(json.dumps({**dataclasses.asdict(c), "label": t, "seconds": round(time.time() - started, 1),
                                                "judge": a.judge, "reference_steps": ref,
                                                "output_reference_steps": out_ref}) + "\n")
                         sink.flush()
