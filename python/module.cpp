@@ -1,9 +1,10 @@
 // qconv._qconv: the Python binding (nanobind). As thin as tools/qconv_main.cpp: each function
 // binds its arguments to the library's options struct, releases the GIL, and calls the same
-// entry point the CLI calls (qconv::run, qconv::verify, qconv::inspect). What the CLI prints
-// comes back as bytes (stdout, stderr) with the exit code; qconv/__init__.py turns it into
-// results, logging records and exceptions. Paths come in as bytes (os.fsencode): a file name
-// need not be UTF-8.
+// entry point the CLI calls (qconv::run, qconv::verify, qconv::inspect). What the CLI prints on
+// stdout comes back as bytes with the exit code, and its diagnostics as the library's records
+// (diagnostics.h: level, kind, file, node, text, and the line the CLI prints for it), which
+// qconv/__init__.py turns into results, logging records and exceptions. Paths come in as bytes
+// (os.fsencode), and the records' strings go out as bytes: a file name need not be UTF-8.
 //
 // Ctrl-C: called from the main thread (`interruptible`), the engine runs on a thread of its own
 // while the caller waits with the GIL released and, every 50 ms, lets Python run its signal
@@ -60,18 +61,40 @@ nb::bytes filled(std::string& s) {
   return nb::steal<nb::bytes>(obj);
 }
 
-/// `call(out, err, cancel)` with the GIL released (conversions from several threads run at once,
-/// other Python threads meanwhile): (its exit code, what it wrote on stdout, on stderr).
+/// The records of one call, from whichever threads its conversions run on.
+class Records final : public qconv::DiagnosticSink {
+ public:
+  void emit(const qconv::Diagnostic& d) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    all_.push_back(d);
+  }
+  /// As Python gets them: (level, kind, file, node, text, line), the strings as bytes.
+  nb::list list() const {
+    nb::list out;
+    for (const qconv::Diagnostic& d : all_)
+      out.append(nb::make_tuple(std::string(qconv::levelName(d.level)), d.kind, bytesOf(d.file), bytesOf(d.node),
+                                bytesOf(d.text), bytesOf(d.line)));
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<qconv::Diagnostic> all_;
+};
+
+/// `call(out, records, cancel)` with the GIL released (conversions from several threads run at
+/// once, other Python threads meanwhile): (its exit code, what it wrote on stdout, its records).
 /// `interruptible` (the caller is Python's main thread): Ctrl-C cancels, as the header says.
 template <class Call>
-std::tuple<int, nb::bytes, nb::bytes> released(Call call, bool interruptible) {
-  std::ostringstream out, err;
+std::tuple<int, nb::bytes, nb::list> released(Call call, bool interruptible) {
+  std::ostringstream out;
+  Records records;
   int code = 0;
   std::atomic<bool> cancel{false};
   bool interrupted = false;
   if (!interruptible) {
     nb::gil_scoped_release unlocked;
-    code = call(out, err, &cancel);
+    code = call(out, records, &cancel);
   } else {
     std::mutex m;
     std::condition_variable cv;
@@ -79,7 +102,7 @@ std::tuple<int, nb::bytes, nb::bytes> released(Call call, bool interruptible) {
     std::exception_ptr failure;
     std::thread engine([&] {
       try {
-        code = call(out, err, &cancel);
+        code = call(out, records, &cancel);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -102,11 +125,11 @@ std::tuple<int, nb::bytes, nb::bytes> released(Call call, bool interruptible) {
     if (failure) std::rethrow_exception(failure);
   }
   if (interrupted) throw nb::python_error();
-  return {code, bytesOf(out.str()), bytesOf(err.str())};
+  return {code, bytesOf(out.str()), records.list()};
 }
 
-/// (exit code, stdout, stderr, the report's JSON, the converted model's bytes or None)
-using ConvertReturn = std::tuple<int, nb::bytes, nb::bytes, nb::bytes, std::optional<nb::bytes>>;
+/// (exit code, stdout, the records, the report's JSON, the converted model's bytes or None)
+using ConvertReturn = std::tuple<int, nb::bytes, nb::list, nb::bytes, std::optional<nb::bytes>>;
 
 /// One `qconv convert`: `input` (a path, or the name of `input_bytes`) into `output` (a path,
 /// or, with `to_memory`, the bytes returned); a batch when `out_dir` is given.
@@ -150,19 +173,19 @@ ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_byt
   std::string converted, report_json;
   if (to_memory) o.output_bytes = &converted;
   o.report_json = &report_json;
-  auto [code, out, err] = released(
-      [&](std::ostream& os, std::ostream& es, const std::atomic<bool>* cancel) {
+  auto [code, out, records] = released(
+      [&](std::ostream& os, qconv::DiagnosticSink& sink, const std::atomic<bool>* cancel) {
         o.cancel = cancel;
-        return qconv::run(o, os, es);
+        return qconv::run(o, os, sink);
       },
       interruptible);
   std::optional<nb::bytes> result;
   if (to_memory && code == 0) result = filled(converted);
-  return {code, std::move(out), std::move(err), bytesOf(report_json), std::move(result)};
+  return {code, std::move(out), std::move(records), bytesOf(report_json), std::move(result)};
 }
 
-/// `qconv verify MODEL --json`: (exit code, the JSON object, stderr).
-std::tuple<int, nb::bytes, nb::bytes> verify(const nb::bytes& model, std::optional<nb::bytes> model_bytes,
+/// `qconv verify MODEL --json`: (exit code, the JSON object, the records).
+std::tuple<int, nb::bytes, nb::list> verify(const nb::bytes& model, std::optional<nb::bytes> model_bytes,
                                              const std::string& target, int fail_on, bool symmetric,
                                              const std::vector<std::string>& ignore, bool interruptible) {
   qconv::VerifyCommand c;
@@ -177,12 +200,13 @@ std::tuple<int, nb::bytes, nb::bytes> verify(const nb::bytes& model, std::option
     view = viewOf(*model_bytes);
     c.model_bytes = &view;
   }
-  return released([&](std::ostream& out, std::ostream& err, const std::atomic<bool>*) { return qconv::verify(c, out, err); },
-                  interruptible);
+  return released(
+      [&](std::ostream& out, qconv::DiagnosticSink& sink, const std::atomic<bool>*) { return qconv::verify(c, out, sink); },
+      interruptible);
 }
 
-/// `qconv inspect MODEL --json`: (exit code, the JSON object, stderr).
-std::tuple<int, nb::bytes, nb::bytes> inspect(const nb::bytes& model, std::optional<nb::bytes> model_bytes,
+/// `qconv inspect MODEL --json`: (exit code, the JSON object, the records).
+std::tuple<int, nb::bytes, nb::list> inspect(const nb::bytes& model, std::optional<nb::bytes> model_bytes,
                                               const std::string& target, const std::string& format, bool interruptible) {
   qconv::InspectCommand c;
   c.model = stringOf(model);
@@ -195,8 +219,9 @@ std::tuple<int, nb::bytes, nb::bytes> inspect(const nb::bytes& model, std::optio
     view = viewOf(*model_bytes);
     c.model_bytes = &view;
   }
-  return released([&](std::ostream& out, std::ostream& err, const std::atomic<bool>*) { return qconv::inspect(c, out, err); },
-                  interruptible);
+  return released(
+      [&](std::ostream& out, qconv::DiagnosticSink& sink, const std::atomic<bool>*) { return qconv::inspect(c, out, sink); },
+      interruptible);
 }
 
 /// The targets, as `qconv targets` lists them: (name, format, summary, runtime).

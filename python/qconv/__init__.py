@@ -126,10 +126,18 @@ _BY_CODE: Dict[int, type] = {c.exit_code: c for c in (UsageError, InvalidModelEr
 
 @dataclass(frozen=True)
 class Message:
-    """A line the command prints on stderr: ``qconv: <level>: <text>``."""
+    """One diagnostic, as the engine records it; the command prints it on stderr as
+    ``qconv: <level>: <text>``."""
 
     level: str  #: "error", "warning", "info", "note" (``-v``) or "debug" (``-vv``)
-    text: str
+    text: str  #: the line as the command prints it after the level: file, node and message joined
+    kind: str = ""
+    """What it is: "error"; a pass's "refused", "unconvertible", "done", "advisory",
+    "approximation", "warning", "detail"; the command's "summary", "unchanged", "contents",
+    "time", "batch"."""
+    file: str = ""  #: the model it is about, as given (empty: none)
+    node: str = ""  #: the node or tensor it is about (empty: the model as a whole)
+    message: str = ""  #: what is said (an error's: its whole message)
 
 
 @dataclass(frozen=True)
@@ -204,17 +212,18 @@ _LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.I
            "debug": logging.DEBUG - 5}
 
 
-def _messages(stderr: bytes) -> List[Message]:
-    """The command's stderr lines as messages, each also sent to the logger "qconv". A file name
-    that is not UTF-8 shows its bytes as ``\\xNN``."""
+def _text_of(b: bytes) -> str:
+    return b.decode("utf-8", "backslashreplace")
+
+
+def _messages(records: Sequence[Tuple[str, str, bytes, bytes, bytes, bytes]]) -> List[Message]:
+    """The engine's records as messages, each also sent to the logger "qconv". A file name that is
+    not UTF-8 shows its bytes as ``\\xNN``."""
     out: List[Message] = []
-    for line in stderr.decode("utf-8", "backslashreplace").splitlines():
-        if not line.startswith("qconv: "):
-            continue
-        level, _, text = line[len("qconv: "):].partition(": ")
-        message = Message(level, text)
+    for level, kind, file, node, text, line in records:
+        message = Message(level, _text_of(line), kind, _text_of(file), _text_of(node), _text_of(text))
         out.append(message)
-        _log.log(_LEVELS.get(level, logging.INFO), "%s", text)
+        _log.log(_LEVELS.get(level, logging.INFO), "%s", message.text)
     return out
 
 
@@ -223,10 +232,13 @@ def _error_text(messages: Sequence[Message]) -> str:
     return errors[-1] if errors else "qconv failed without a message"
 
 
-def _raise(code: int, messages: Sequence[Message], node: Optional[str] = None,
-           report: Optional[Dict[str, Any]] = None) -> None:
+def _raise(code: int, messages: Sequence[Message], report: Optional[Dict[str, Any]] = None) -> None:
+    """The exception of exit code `code`: its message the last error line, its node that of the
+    first error record (a batch's first failed model)."""
     cls = _BY_CODE.get(code, InternalError)
-    raise cls(_error_text(messages), node, code, report)
+    errors = [m for m in messages if m.kind == "error"]
+    node = errors[0].node if errors else ""
+    raise cls(_error_text(messages), node or None, code, report)
 
 
 def _usage(message: str) -> UsageError:
@@ -431,17 +443,15 @@ def convert(
         in_path, in_bytes = _source(model, "model")
     to_memory = output is None and out_dir is None
     out_path = _MEMORY.encode() if to_memory else (_path(output, "output") if output is not None else b"")
-    code, stdout, stderr, report_json, converted = _qconv.convert(
+    code, stdout, records, report_json, converted = _qconv.convert(
         in_path, in_bytes, out_path, to_memory, inputs, out_dir_path, jobs, report_path, fmt, target or "",
         pass_names, dump, time_passes, raise_weight_scale, approximate, annotate, inline_data, fsync,
         _TYPES.get(wt, 0), _TYPES.get(at, 0), not no_saturation_check, contrib, opset or 0, require_change,
         0 if quiet else 1 + verbose, _interruptible())
-    messages = _messages(stderr)
+    messages = _messages(records)
     parsed: Dict[str, Any] = json.loads(report_json.decode("utf-8", "replace")) if report_json else {}
     if code != 0:
-        items = parsed.get("items") or [{}]
-        failed = next((i for i in items if i.get("exit_code")), items[0])
-        _raise(code, messages, failed.get("error_node"), parsed or None)
+        _raise(code, messages, parsed or None)
     summaries = [i["summary"] for i in parsed.get("items", []) if i.get("summary")]
     summary = summaries[0] if len(summaries) == 1 else "; ".join(  # a batch: each output's
         f"{i['output']}: {i['summary']}" for i in parsed.get("items", []) if i.get("summary"))
@@ -476,12 +486,12 @@ def verify(
     kinds = _names("ignore", ignore) if ignore else []
     _flag("symmetric", symmetric)
     path, data = _source(model, "model")
-    code, stdout, stderr = _qconv.verify(path, data, _text("target", target), severities[fail], symmetric, kinds,
-                                         _interruptible())
-    messages = _messages(stderr)
+    code, stdout, records = _qconv.verify(path, data, _text("target", target), severities[fail], symmetric, kinds,
+                                          _interruptible())
+    messages = _messages(records)
     obj: Dict[str, Any] = json.loads(stdout.decode("utf-8", "replace")) if stdout else {}
     if code not in (0, 1):
-        _raise(code, messages, obj.get("error_node"))
+        _raise(code, messages)
     findings = [Finding(f["severity"], f["kind"], f["node"], f.get("tensor") or "", f["message"])
                 for f in obj.get("findings", [])]
     return VerifyResult(findings, code == 1, obj, messages)
@@ -493,11 +503,11 @@ def inspect(model: ModelLike, *, target: Optional[str] = None, format: Optional[
     dry-runs. Writes nothing. Raises :class:`InvalidModelError` when the model cannot be read."""
     fmt = _choice("format", format, ("qop", "qdq"))
     path, data = _source(model, "model")
-    code, stdout, stderr = _qconv.inspect(path, data, _text("target", target), fmt, _interruptible())
-    messages = _messages(stderr)
+    code, stdout, records = _qconv.inspect(path, data, _text("target", target), fmt, _interruptible())
+    messages = _messages(records)
     described: Dict[str, Any] = json.loads(stdout.decode("utf-8", "replace")) if stdout else {}
     if code != 0:
-        _raise(code, messages, described.get("error_node"))
+        _raise(code, messages)
     return described
 
 

@@ -374,6 +374,32 @@ def test_nothing_is_printed_and_messages_go_to_logging(capfd, caplog):
     assert quiet.messages == [] and quiet.summary == res.summary and "QLinearConv" in quiet.summary
 
 
+def test_messages_are_the_engines_records_and_the_cli_prints_the_same_lines(tmp_path):
+    """Issue 48: the binding hands the library's records over (level, kind, file, node, message), not
+    stderr parsed; the CLI prints each as its line: the same lines, in the same order."""
+    out = str(tmp_path / "api.onnx")
+    res = qconv.convert(EXAMPLE, out, format="qop", verbose=1, time_passes=True)  # -v
+    r = run_cli("convert", EXAMPLE, str(tmp_path / "cli.onnx"), "--format", "qop", "-v", "--time-passes")
+    assert r.returncode == 0
+    api_lines = [f"qconv: {m.level}: {m.text}" for m in res.messages]
+    cli_lines = [line.replace(str(tmp_path / "cli.onnx"), out) for line in r.stderr.splitlines()]
+    assert [ln for ln in api_lines if ": time: " not in ln] == [ln for ln in cli_lines if ": time: " not in ln]
+    assert [ln.split(": time: ")[1].split()[0] for ln in api_lines if ": time: " in ln] == \
+        [ln.split(": time: ")[1].split()[0] for ln in cli_lines if ": time: " in ln]  # the stages; not their times
+    nodes = {n.name for n in onnx.load(EXAMPLE).graph.node}
+    kinds = {m.kind for m in res.messages}
+    assert {"summary", "time", "warning"} <= kinds and kinds & {"refused", "done", "advisory"}, kinds
+    for m in res.messages:
+        assert m.file == EXAMPLE, m
+        if m.node:
+            assert m.node in nodes or m.kind in ("advisory", "warning"), m  # a warning may name a tensor
+            assert m.text == f"{EXAMPLE}: {m.node}: {m.message}", m
+        else:
+            assert m.text == f"{EXAMPLE}: {m.message}", m
+    summary = next(m for m in res.messages if m.kind == "summary")
+    assert summary.level == "info" and summary.message == f"wrote {out}: {res.summary}"
+
+
 def test_dump_and_time_passes_come_back():
     res = qconv.convert(EXAMPLE, format="qop", dump=True, time_passes=True)
     assert "fuse-qlinear-conv" in res.dump and "QLinearConv" in res.dump

@@ -135,10 +135,7 @@ qconv::PassOptions forTarget(const char* name, bool approximate) {
 }
 
 Reporter::Reporter(qconv::PassOptions options)
-    : sink(std::make_shared<spdlog::sinks::ostream_sink_st>(text)), log("test", sink), ctx(log, options, "test.onnx") {
-  log.set_pattern("%l: %v");
-  log.set_level(spdlog::level::trace);  // every line a pass says, its details too
-}
+    : sink(text), diagnostics(&sink, 3, "test.onnx"), ctx(diagnostics, options, "test.onnx") {}
 
 ModelBuilder convModel(const ConvSpec& s) {
   ModelBuilder b;

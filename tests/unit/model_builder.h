@@ -3,8 +3,6 @@
 #pragma once
 
 #include <onnx/onnx_pb.h>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <memory>
 #include <sstream>
@@ -54,12 +52,19 @@ std::vector<float> floatsOf(const qconv::ir::Value* v);
 /// Pass options for --target `name` (a profile that exists), with --approximate or not.
 qconv::PassOptions forTarget(const char* name, bool approximate = false);
 
-/// A PassContext whose log goes to a string.
+/// Diagnostics kept as text, one "<level>: <line>" each.
+struct TextSink final : qconv::DiagnosticSink {
+  std::ostringstream& text;
+  explicit TextSink(std::ostringstream& t) : text(t) {}
+  void emit(const qconv::Diagnostic& d) override { text << qconv::levelName(d.level) << ": " << d.line << '\n'; }
+};
+
+/// A PassContext whose diagnostics go to a string, every one (its details too).
 struct Reporter {
   explicit Reporter(qconv::PassOptions options = {});
   std::ostringstream text;
-  std::shared_ptr<spdlog::sinks::ostream_sink_st> sink;
-  spdlog::logger log;
+  TextSink sink;
+  qconv::Diagnostics diagnostics;
   qconv::PassContext ctx;
 };
 

@@ -1,7 +1,6 @@
 #include "qconv/analysis/verify.h"
 
 #include <fmt/format.h>
-#include <spdlog/logger.h>
 
 #include <cmath>
 #include <map>
@@ -312,7 +311,7 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   PassOptions passes;
   passes.check_saturation = true;
   passes.target = options.target;
-  spdlog::logger quiet("verify");  // no sink: the passes' words become findings, not stderr lines
+  const Diagnostics quiet(nullptr, 0);  // no sink: the passes' words become findings, not stderr lines
   PassContext ctx(quiet, passes, model.path);
   ctx.setPass("check-saturation");
   if (options.saturation) checkSaturation(model, ctx);  // says nothing for a target without onnxruntime's kernels

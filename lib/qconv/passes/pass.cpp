@@ -1,32 +1,34 @@
 #include "qconv/passes/pass.h"
 
 #include <fmt/format.h>
-#include <spdlog/logger.h>
 
 #include <algorithm>
 
 namespace qconv {
 
 void PassContext::report(Report kind, const std::string& subject, const std::string& text) {
-  std::string line = fmt::format("{}: {}", subject, text);
   switch (kind) {
     case Report::Refused:
+      diagnostics_.say(Level::Note, "refused", subject, text);  // a note: printed with -v
+      break;
     case Report::Done:
+      diagnostics_.say(Level::Note, "done", subject, text);
+      break;
     case Report::Advisory:
-      log_.debug("{}", line);  // a note: printed with -v
+      diagnostics_.say(Level::Note, "advisory", subject, text);
       break;
     case Report::Unconvertible:
-      log_.debug("{}", line);
+      diagnostics_.say(Level::Note, "unconvertible", subject, text);
       unconvertible_.emplace(subject, text);
       break;
     case Report::Detail:
-      log_.trace("{}", line);  // printed with -vv
+      diagnostics_.say(Level::Debug, "detail", subject, text);  // printed with -vv
       return;  // not kept
     case Report::Approximation:
-      log_.warn("{}: approximation: {}", subject, text);  // "qconv: warning: FILE: NODE: approximation: ..."
+      diagnostics_.say(Level::Warning, "approximation", subject, text);  // "qconv: warning: FILE: NODE: approximation: ..."
       break;
     case Report::Warning:
-      log_.warn("{}", line);
+      diagnostics_.say(Level::Warning, "warning", subject, text);
       break;
   }
   said_.push_back({kind, pass_, subject, text});

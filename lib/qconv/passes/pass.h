@@ -2,8 +2,6 @@
 // Passes never print, time or dump: the pass manager does (pipeline/pass_manager.h).
 #pragma once
 
-#include <spdlog/fwd.h>  // the logger by reference: its header only where it logs
-
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -11,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qconv/diagnostics.h"
 #include "qconv/ir/ir.h"
 #include "qconv/targets/target.h"
 
@@ -80,8 +79,8 @@ struct Rewritten {
 
 class PassContext {
  public:
-  PassContext(spdlog::logger& log, PassOptions options, std::string path)
-      : log_(log), options_(options), path_(std::move(path)) {}
+  PassContext(const Diagnostics& diagnostics, PassOptions options, std::string path)
+      : diagnostics_(diagnostics), options_(options), path_(std::move(path)) {}
 
   const PassOptions& options() const { return options_; }
   /// The profile of the runtime the output is for (unrestricted() without --target).
@@ -114,7 +113,7 @@ class PassContext {
   std::string unconvertibleReason(const std::string& label) const;
 
  private:
-  spdlog::logger& log_;
+  const Diagnostics& diagnostics_;
   PassOptions options_;
   std::string path_;
   std::map<std::string, int> counters_;

@@ -17,7 +17,6 @@
 // instead (the items not committed yet commit nothing).
 #include <fmt/format.h>
 #include <poll.h>
-#include <spdlog/logger.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -122,7 +121,7 @@ class BatchSignals {
 
 }  // namespace
 
-int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report,
+int runBatch(const ConvertOptions& options, std::ostream& out, DiagnosticSink& err, RunReport& report,
              std::shared_ptr<const io::Folder>& report_folder) {
   std::vector<std::string> outputs;
   WritePlan plan;  // one listing of DIR for every commit's sweep, and what every item reads
@@ -132,7 +131,7 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
     plan = planWrites(options.inputs, outputs, options.report);
     report_folder = plan.report_folder;
   } catch (const Error& e) {
-    stderrLogger(err, options.verbosity)->error("{}", e.what());
+    Diagnostics(&err, options.verbosity).error(e.what());
     return static_cast<int>(e.code());
   }
   const size_t n = outputs.size();
@@ -168,9 +167,10 @@ int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err,
     failed += r.exit_code != 0;
   }
   // the batch's total: one line at every verbosity, -q too
-  err.write(fmt::format("qconv: {}: batch: {} of {} model{} converted into {}{}\n", failed ? "error" : "info",
-                        n - failed, n, n == 1 ? "" : "s", printable(options.out_dir),
-                        failed ? fmt::format(", {} failed (exit {})", failed, code) : ""));
+  Diagnostics(&err, options.verbosity)
+      .always(failed ? Level::Error : Level::Info, "batch",
+              fmt::format("batch: {} of {} model{} converted into {}{}", n - failed, n, n == 1 ? "" : "s", options.out_dir,
+                          failed ? fmt::format(", {} failed (exit {})", failed, code) : ""));
   return code;
 }
 

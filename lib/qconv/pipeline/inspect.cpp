@@ -175,7 +175,7 @@ void printText(std::ostream& out, const InspectCommand& c, const Description& d,
 }  // namespace
 
 void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report) {
-  spdlog::logger quiet("inspect");  // no sink: what the passes say goes to the report only
+  const Diagnostics quiet(nullptr, 0);  // no sink: what the passes say goes to the report only
   PassContext ctx(quiet, passOptionsOf(options), model.path);
   PassManager pm(pipelineFor(options.format));
   const io::OpSchemas schemas;
@@ -208,7 +208,11 @@ std::string inspectFailureJson(const std::string& model, int code, const std::st
 
 int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
-  const auto log = stderrLogger(lines, 1);
+  return inspect(command, out, lines);
+}
+
+int inspect(const InspectCommand& command, std::ostream& out, DiagnosticSink& sink) {
+  const Diagnostics log(&sink, 1, command.model, false);
   try {
     ConvertOptions options;  // the conversion to dry-run: --format, or the target's
     options.format = command.format;
@@ -242,7 +246,7 @@ int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err)
     return 0;
   } catch (...) {
     const Failure failed = failureOf(command.model);
-    log->error("{}", failed.what);
+    log.error(failed.what, failed.node);
     if (command.json) out << inspectFailureJson(command.model, failed.code, failed.what, failed.node);  // one object, also then
     return failed.code;
   }

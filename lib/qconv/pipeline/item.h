@@ -1,10 +1,6 @@
 // One conversion, as run() and a batch (batch.cpp) do it: the pipeline's internals, not API.
 #pragma once
 
-#include <spdlog/details/null_mutex.h>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/base_sink.h>
-
 #include <memory>
 #include <cstdint>
 #include <mutex>
@@ -16,6 +12,7 @@
 #include <vector>
 
 #include "qconv/diag.h"
+#include "qconv/diagnostics.h"
 #include "qconv/io/external_data.h"
 #include "qconv/io/model_io.h"
 #include "qconv/io/op_schemas.h"
@@ -24,40 +21,22 @@
 
 namespace qconv {
 
-/// stderr, shared by a batch's conversions: whole lines, one at a time, and the progress line
-/// (progress.h), which each whole line clears first.
-class StderrLines {
+/// stderr, shared by a batch's conversions: each diagnostic as one whole line, "qconv: <level>:
+/// <line>", one at a time, and the progress line (progress.h), which each whole line clears first.
+/// The command's sink (the CLI's; run(), verify() and inspect() given an ostream).
+class StderrLines final : public DiagnosticSink {
  public:
   explicit StderrLines(std::ostream& os) : os_(os) {}
-  void write(std::string_view line);
+  void emit(const Diagnostic& d) override;
   /// Show `text` as the progress line (rewritten in place: "\r", the text, erase to the end of
   /// the line), or clear it when `text` is empty.
-  void progress(const std::string& text);
+  void progress(const std::string& text) override;
 
  private:
   void clearProgress();
   std::mutex mutex_;
   std::ostream& os_;
   bool showing_ = false;
-};
-
-/// One conversion's log sink: each message through printable() (diag.h), then written to the
-/// shared StderrLines as "qconv: <level>: <message>", the level one of error, warning, info,
-/// note (spdlog's debug: -v) and debug (spdlog's trace: -vv). A message that does not start with
-/// `prefix` (the input, "a.onnx: ") gets it in front; an error only when `prefix_errors`.
-class PrintableSink final : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
- public:
-  PrintableSink(StderrLines& lines, std::string prefix, bool prefix_errors)
-      : lines_(lines), prefix_(printable(prefix)), prefix_errors_(prefix_errors) {}
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override;
-  void flush_() override {}
-
- private:
-  StderrLines& lines_;
-  std::string prefix_;
-  bool prefix_errors_;
 };
 
 /// What one conversion needs besides the options.
@@ -85,15 +64,10 @@ void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report)
 std::string inspectFailureJson(const std::string& model, int code, const std::string& error,
                                const std::string& error_node);
 
-/// Convert item.input into item.output: diagnostics to `err`, what was done in `report`.
+/// Convert item.input into item.output: diagnostics to `sink`, what was done in `report`.
 /// Returns the exit code; never throws.
-int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,
+int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, DiagnosticSink& sink,
                 std::ostream& out);
-
-/// A logger on `err`: "qconv: <level>: " + `prefix` (unless the message starts with it) + message.
-/// Verbosity 0 (-q): errors; 1: and warnings, info; 2 (-v): and notes; 3 (-vv): and debug lines.
-std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix = "",
-                                             bool prefix_errors = true);
 
 /// The passes' options a conversion's flags give.
 PassOptions passOptionsOf(const ConvertOptions& options);
@@ -136,7 +110,7 @@ std::string batchOutput(const std::string& out_dir, const std::string& input);
 
 /// A batch: run() with options.out_dir. Returns the greatest exit code of its items (or 2 for
 /// a usage error of the batch itself, before any is converted).
-int runBatch(const ConvertOptions& options, std::ostream& out, StderrLines& err, RunReport& report,
+int runBatch(const ConvertOptions& options, std::ostream& out, DiagnosticSink& sink, RunReport& report,
              std::shared_ptr<const io::Folder>& report_folder);
 
 }  // namespace qconv

@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "qconv/pipeline/item.h"
+#include "qconv/diagnostics.h"
 
 namespace qconv {
 
-Progress::Progress(StderrLines& err, bool enabled, std::chrono::milliseconds delay,
+Progress::Progress(DiagnosticSink& err, bool enabled, std::chrono::milliseconds delay,
                    std::function<std::string(double)> text)
     : err_(err), text_(std::move(text)), delay_(delay), start_(std::chrono::steady_clock::now()) {
   if (!enabled) return;

@@ -5,8 +5,8 @@
 //   qconv: batch: 5 of 22 models done (12.4 s)
 //
 // Only when the caller asks (ConvertOptions::progress: the CLI asks when stderr is a terminal),
-// so never in a pipe or a log file. Every ordinary line goes through StderrLines, which clears
-// the progress line before it, so the two never mix.
+// so never in a pipe or a log file. Every ordinary line goes through the sink (StderrLines), which
+// clears the progress line before it, so the two never mix.
 #pragma once
 
 #include <atomic>
@@ -20,14 +20,14 @@
 
 namespace qconv {
 
-class StderrLines;
+class DiagnosticSink;
 
 class Progress {
  public:
   /// `text` gives the line to show from the seconds since the start (called on the progress
   /// thread); nothing is shown before `delay`, nor at all when `enabled` is false. A delay of 0
   /// shows the first line here, before the work starts.
-  Progress(StderrLines& err, bool enabled, std::chrono::milliseconds delay, std::function<std::string(double)> text);
+  Progress(DiagnosticSink& err, bool enabled, std::chrono::milliseconds delay, std::function<std::string(double)> text);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -38,7 +38,7 @@ class Progress {
  private:
   void loop();
 
-  StderrLines& err_;
+  DiagnosticSink& err_;
   std::function<std::string(double)> text_;
   std::chrono::milliseconds delay_;
   std::chrono::steady_clock::time_point start_;

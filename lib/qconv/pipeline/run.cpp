@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <fmt/ranges.h>
-#include <spdlog/logger.h>
-#include <spdlog/sinks/base_sink.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -169,10 +167,10 @@ void keepWhatWasSaid(const PassContext& ctx, ItemReport& report) {
   report.counts = ctx.counters();
 }
 
-void StderrLines::write(std::string_view line) {
+void StderrLines::emit(const Diagnostic& d) {
   std::lock_guard<std::mutex> lock(mutex_);
   clearProgress();
-  os_.write(line.data(), static_cast<std::streamsize>(line.size()));
+  os_ << "qconv: " << levelName(d.level) << ": " << d.line << '\n';
   os_.flush();
 }
 
@@ -189,49 +187,6 @@ void StderrLines::progress(const std::string& text) {
     showing_ = true;
   }
   os_.flush();
-}
-
-std::string_view levelName(spdlog::level::level_enum level) {
-  switch (level) {
-    case spdlog::level::critical:
-    case spdlog::level::err:
-      return "error";
-    case spdlog::level::warn:
-      return "warning";
-    case spdlog::level::info:
-      return "info";
-    case spdlog::level::debug:
-      return "note";
-    default:
-      return "debug";
-  }
-}
-
-void PrintableSink::sink_it_(const spdlog::details::log_msg& msg) {
-  std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
-  const bool prefixed = msg.level != spdlog::level::err || prefix_errors_;
-  if (prefixed && text.rfind(prefix_, 0) != 0) text = prefix_ + text;
-  lines_.write(fmt::format("qconv: {}: {}\n", levelName(msg.level), text));
-}
-
-spdlog::level::level_enum levelOf(int verbosity) {
-  switch (verbosity) {
-    case 0:
-      return spdlog::level::err;
-    case 1:
-      return spdlog::level::info;
-    case 2:
-      return spdlog::level::debug;
-    default:
-      return verbosity < 0 ? spdlog::level::err : spdlog::level::trace;
-  }
-}
-
-std::unique_ptr<spdlog::logger> stderrLogger(StderrLines& err, int verbosity, const std::string& prefix,
-                                             bool prefix_errors) {
-  auto log = std::make_unique<spdlog::logger>("qconv", std::make_shared<PrintableSink>(err, prefix, prefix_errors));
-  log->set_level(levelOf(verbosity));
-  return log;
 }
 
 namespace {
@@ -280,7 +235,7 @@ io::WriteOptions writeOptionsFor(const ConvertOptions& options, const Item& item
   return write;
 }
 
-void convert(const ConvertOptions& options, const Item& item, ItemReport& report, spdlog::logger& log,
+void convert(const ConvertOptions& options, const Item& item, ItemReport& report, const Diagnostics& log,
              std::ostream& out, ConvertProgress& progress) {
   const bool in_memory = options.output_bytes != nullptr;
   throwIfCancelled(options.cancel, item.input);  // a batch's item not started yet
@@ -308,9 +263,11 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     const analysis::Contents held = analysis::contentsOf(model);  // what inspect and verify read, too
     report.dialects = held.dialectNames();
     report.quantized_tensors = held.tensors.size();
-    log.trace("{}: holds {}; {} quantized tensor(s)", item.input,
-              held.dialects.empty() ? "no quantization dialect" : fmt::format("{}", fmt::join(report.dialects, ", ")),
-              held.tensors.size());
+    if (log.shows(Level::Debug))
+      log.say(Level::Debug, "contents", "",
+              fmt::format("holds {}; {} quantized tensor(s)",
+                          held.dialects.empty() ? "no quantization dialect" : fmt::format("{}", fmt::join(report.dialects, ", ")),
+                          held.tensors.size()));
     nothing_quantized = held.quantizesNothing();
   }
   // the output has external data when the input has: what the passes make then goes straight
@@ -383,11 +340,12 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     pm.timeStage("commit", [&] { pending.commit(); });
   }
   if (nothing_quantized)
-    log.warn("{}: {}: the output computes as the input does (--require-change makes this exit 7)", item.input,
-             analysis::kNothingQuantized);
+    log.say(Level::Warning, "unchanged", "",
+            fmt::format("{}: the output computes as the input does (--require-change makes this exit 7)",
+                        analysis::kNothingQuantized));
   report.summary = summary(ctx);
-  if (in_memory) log.info("{}: converted in memory: {}", item.input, report.summary);
-  else log.info("{}: wrote {}: {}", item.input, item.output, report.summary);
+  if (in_memory) log.say(Level::Info, "summary", "", fmt::format("converted in memory: {}", report.summary));
+  else log.say(Level::Info, "summary", "", fmt::format("wrote {}: {}", item.output, report.summary));
 #if !defined(QCONV_SANITIZED)  // a leak checker would report the models, rightly (CMakeLists.txt: any sanitizer build)
   if (options.exiting_after && !item.batch) {  // the models' memory goes with the process
     model.byte_source.reset();  // but its files are closed, their temporaries removed, as ever
@@ -400,12 +358,11 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
 
 }  // namespace
 
-int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, StderrLines& err,
+int convertItem(const ConvertOptions& options, const Item& item, ItemReport& report, DiagnosticSink& sink,
                 std::ostream& out) {
   // Every line names the input ("qconv: note: a.onnx: conv_4: ..."); an error names its own file
   // ("out.onnx: cannot allocate ..."), and in a batch the input too.
-  const auto logger = stderrLogger(err, options.verbosity, item.input + ": ", item.batch);
-  spdlog::logger& log = *logger;
+  const Diagnostics log(&sink, options.verbosity, item.input, item.batch);
   report.input = item.input;
   report.output = item.output;
   try {
@@ -413,17 +370,17 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
     ConvertProgress progress;
     {
       // a lone run's own line; a batch shows its items done instead (batch.cpp)
-      const Progress shown(err, options.progress && !item.batch, std::chrono::milliseconds(options.progress_delay_ms),
+      const Progress shown(sink, options.progress && !item.batch, std::chrono::milliseconds(options.progress_delay_ms),
                            [&](double seconds) { return progress.line(item, seconds); });
       convert(options, item, report, log, out, progress);
     }
     if (options.time_passes)
       for (const auto& t : report.stages)
-        err.write(fmt::format("qconv: info: {}: time: {:<20} {:9.2f} ms\n", printable(item.input), t.name, t.milliseconds));
+        log.always(Level::Info, "time", fmt::format("time: {:<20} {:9.2f} ms", t.name, t.milliseconds));
     return 0;
   } catch (...) {
     const Failure failed = failureOf(item.input);
-    log.error("{}", failed.what);
+    log.error(failed.what, failed.node);
     report.exit_code = failed.code;
     report.error = printable(failed.what);
     report.error_node = failed.node;
@@ -446,14 +403,18 @@ Failure failureOf(const std::string& input) {
 }
 
 int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
-  const auto started = std::chrono::steady_clock::now();
   StderrLines lines(err);
+  return run(given, out, lines);
+}
+
+int run(const ConvertOptions& given, std::ostream& out, DiagnosticSink& lines) {
+  const auto started = std::chrono::steady_clock::now();
   ConvertOptions options;
   try {
     requireWholePaths(given);
     options = withTarget(given);
   } catch (const Error& e) {  // a usage error: nothing read or written
-    stderrLogger(lines, given.verbosity)->error("{}", e.what());
+    Diagnostics(&lines, given.verbosity).error(e.what());
     return static_cast<int>(e.code());
   }
   RunReport report;
@@ -463,7 +424,7 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
   std::shared_ptr<const io::Folder> report_folder;  // the plan's: the report goes where it was checked
   const bool batch = !options.out_dir.empty() || !options.inputs.empty();
   if (batch && (options.input_bytes || options.output_bytes)) {
-    stderrLogger(lines, options.verbosity)->error("a batch (--out-dir) converts files: in-memory models go one at a time");
+    Diagnostics(&lines, options.verbosity).error("a batch (--out-dir) converts files: in-memory models go one at a time");
     return static_cast<int>(ExitCode::Usage);
   }
   if (batch) {
@@ -476,7 +437,7 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
       if (!options.output_bytes) outputs.push_back(options.output);
       plan = planWrites(inputs, outputs, options.report);
     } catch (const Error& e) {  // before anything is read or written
-      stderrLogger(lines, options.verbosity)->error("{}", e.what());
+      Diagnostics(&lines, options.verbosity).error(e.what());
       return static_cast<int>(e.code());
     }
     io::OpSchemas schemas;
@@ -497,7 +458,7 @@ int run(const ConvertOptions& given, std::ostream& out, std::ostream& err) {
   try {
     io::writeTextFile(options.report, json, report_folder);
   } catch (const Error& e) {
-    stderrLogger(lines, options.verbosity)->error("{}", e.what());
+    Diagnostics(&lines, options.verbosity).error(e.what());
     return std::max(code, static_cast<int>(e.code()));
   }
   return code;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qconv/analysis/verify.h"
+#include "qconv/diagnostics.h"
 
 namespace qconv {
 
@@ -85,6 +86,9 @@ std::vector<std::string> pipelineFor(Format format);
 /// dumps to `out`. Returns the exit code (qconv::ExitCode; a batch's is the greatest of its
 /// items'); a failed conversion leaves no output file behind, and never stops a batch.
 int run(const ConvertOptions& options, std::ostream& out, std::ostream& err);
+/// The same, each diagnostic a record given to `diagnostics` (diagnostics.h): what the CLI prints
+/// on `err` above, and the Python binding keeps.
+int run(const ConvertOptions& options, std::ostream& out, DiagnosticSink& diagnostics);
 
 /// qconv verify MODEL [--json] [--symmetric]: static checks (analysis/verify.h).
 struct VerifyCommand {
@@ -103,6 +107,7 @@ struct VerifyCommand {
 /// is of severity fail_on or worse, 1 (ExitCode::Findings) when one is, 3 when the model cannot
 /// be read, 2 for an unknown --ignore kind.
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err);
+int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& diagnostics);
 
 /// The one JSON object `qconv verify --json` or `qconv inspect --json` (`command`) prints for a
 /// usage error, as for every other outcome: exit_code 2 and the error line (`model` empty: null).
@@ -124,5 +129,6 @@ void printTargets(std::ostream& out);
 /// The description on `out` (text or JSON: docs/cli.md); writes no file. Returns 0, or 3 when
 /// the model cannot be read.
 int inspect(const InspectCommand& command, std::ostream& out, std::ostream& err);
+int inspect(const InspectCommand& command, std::ostream& out, DiagnosticSink& diagnostics);
 
 }  // namespace qconv

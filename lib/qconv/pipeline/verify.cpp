@@ -56,9 +56,13 @@ std::string usageErrorJson(const std::string& command, const std::string& model,
 
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
-  const auto log = stderrLogger(lines, command.verbosity);
+  return verify(command, out, lines);
+}
+
+int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink) {
+  const Diagnostics log(&sink, command.verbosity, command.model, false);
   if (const std::string why = command.model_bytes ? "" : wholePathError("the model path", command.model); !why.empty()) {
-    log->error("{}", why);
+    log.error(why);
     if (command.json) out << usageErrorJson("verify", "", why);
     return static_cast<int>(ExitCode::Usage);
   }
@@ -67,7 +71,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
       std::string kinds;
       for (const auto& k : analysis::findingKinds()) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", k.name);
       const std::string what = fmt::format("--ignore {}: no such kind of finding; verify's kinds are {}", kind, kinds);
-      log->error("{}", what);
+      log.error(what);
       if (command.json) out << usageErrorJson("verify", command.model, what);
       return static_cast<int>(ExitCode::Usage);
     }
@@ -106,7 +110,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
           findings.push_back({"target", s.subject, "", s.text, analysis::findKind("target")->severity});
       }
     }
-    spdlog::logger quiet("verify");  // no sink: validate refuses by throwing, and says nothing else
+    const Diagnostics quiet(nullptr, 0);  // no sink: validate refuses by throwing, and says nothing else
     PassContext ctx(quiet, PassOptions{}, command.model);
     const PassInfo* validate = findPass("validate");
     QCONV_ASSERT(validate, "no validate pass");
@@ -119,7 +123,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
     if (files) files->checkUnchanged();  // the findings are of the bytes the files still have
   } catch (...) {
     const Failure failed = failureOf(command.model);
-    log->error("{}", failed.what);
+    log.error(failed.what, failed.node);
     code = failed.code;
     error = printable(failed.what);
     error_node = failed.node;
@@ -161,7 +165,7 @@ int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   }
   if (summary.empty()) summary = "no findings";
   if (ignored) summary += fmt::format("; {} ignored", ignored);
-  log->info("{}: {}", command.model, summary);
+  log.say(Level::Info, "summary", "", summary);
   return code;
 }
 
