@@ -6,31 +6,34 @@
 
 namespace qconv {
 
-void PassContext::report(Report kind, const std::string& subject, const std::string& text) {
+const char* reportKindName(Report kind) {
   switch (kind) {
     case Report::Refused:
-      diagnostics_.say(Level::Note, "refused", subject, text);  // a note: printed with -v
-      break;
-    case Report::Done:
-      diagnostics_.say(Level::Note, "done", subject, text);
-      break;
-    case Report::Advisory:
-      diagnostics_.say(Level::Note, "advisory", subject, text);
-      break;
+      return "refused";
     case Report::Unconvertible:
-      diagnostics_.say(Level::Note, "unconvertible", subject, text);
-      unconvertible_.emplace(subject, text);
-      break;
+      return "unconvertible";
+    case Report::Done:
+      return "done";
     case Report::Detail:
-      diagnostics_.say(Level::Debug, "detail", subject, text);  // printed with -vv
-      return;  // not kept
+      return "detail";
     case Report::Approximation:
-      diagnostics_.say(Level::Warning, "approximation", subject, text);  // "qconv: warning: FILE: NODE: approximation: ..."
-      break;
+      return "approximation";
     case Report::Warning:
-      diagnostics_.say(Level::Warning, "warning", subject, text);
-      break;
+      return "warning";
+    case Report::Advisory:
+      return "advisory";
   }
+  return "unknown";
+}
+
+void PassContext::report(Report kind, const std::string& subject, const std::string& text) {
+  // the level each kind is printed at: notes with -v, details with -vv, the rest by default
+  Level level = Level::Note;
+  if (kind == Report::Detail) level = Level::Debug;
+  if (kind == Report::Approximation || kind == Report::Warning) level = Level::Warning;
+  diagnostics_.say(level, reportKindName(kind), subject, text);
+  if (kind == Report::Detail) return;  // not kept
+  if (kind == Report::Unconvertible) unconvertible_.emplace(subject, text);
   said_.push_back({kind, pass_, subject, text});
 }
 

@@ -58,6 +58,10 @@ enum class Report {
                   // ("61 weight pairs in 3 nodes ..."): counted in the summary          (note)
 };
 
+/// "refused", "unconvertible", "done", "detail", "approximation", "warning", "advisory": the
+/// kind's name in --report and in its diagnostic record (diagnostics.h).
+const char* reportKindName(Report kind);
+
 /// One thing a pass said, kept for the report (--report): which pass, about what, what.
 struct Said {
   Report kind;

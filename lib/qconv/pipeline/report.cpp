@@ -8,31 +8,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;  // keys in the order written: a stable, readable file
 
-const char* kindName(Report kind) {
-  switch (kind) {
-    case Report::Refused:
-      return "refused";
-    case Report::Unconvertible:
-      return "unconvertible";
-    case Report::Done:
-      return "done";
-    case Report::Detail:
-      return "detail";
-    case Report::Approximation:
-      return "approximation";
-    case Report::Warning:
-      return "warning";
-    case Report::Advisory:
-      return "advisory";
-  }
-  return "unknown";
-}
-
 Json said(const std::vector<Said>& all, std::initializer_list<Report> kinds) {
   Json list = Json::array();
   for (const Said& s : all)
     if (std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end())
-      list.push_back({{"pass", s.pass}, {"node", s.subject}, {"kind", kindName(s.kind)}, {"reason", s.text}});
+      list.push_back({{"pass", s.pass}, {"node", s.subject}, {"kind", reportKindName(s.kind)}, {"reason", s.text}});
   return list;
 }
 
