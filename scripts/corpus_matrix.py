@@ -12,7 +12,8 @@ part of it in CI and asserts the rules; this runs all of it (an hour or more wit
 later line of a cell replaces an earlier one), the table per target that docs/targets.md keeps:
 a row per model, a column per form, each cell "exit: output steps (input steps)", and per
 target what holds (every exit-0 output runs wholly; none further from the reference than its
-input, one step of slack).
+input, one step of slack; `verify --target` names an error on each input that does not run
+wholly: each cell records how many, "in_named").
 
 A target "openvino f32" runs OpenVINO at INFERENCE_PRECISION_HINT f32 (converted for openvino-f32);
 "onnxruntime default" runs onnxruntime in a default session (graph optimizations on, as users run
@@ -28,6 +29,7 @@ import argparse
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -75,6 +77,16 @@ def read_cells(paths: list[str]) -> dict[tuple[str, str, str], dict]:
     return cells
 
 
+def inputs_named(model: str, form: str, label: str) -> int:
+    """How many errors `qconv verify --target` finds on an input its runtime does not run wholly
+    (rule 5: it must name at least one)."""
+    t = {"openvino f32": "openvino-f32", "onnxruntime default": "onnxruntime"}.get(label, label.split(" ")[0])
+    v = subprocess.run([corpus_run.qconv_bin(), "verify", corpus.path(model, form), "--target", t, "--json"],
+                       capture_output=True, text=True, timeout=600)
+    found = json.loads(v.stdout)["findings"] if v.stdout else []
+    return sum(f["severity"] == "error" for f in found) if v.returncode == 1 else 0
+
+
 def worse(c: dict) -> bool:
     """Further from the reference than the input, beyond one step (where both ran)."""
     return (c["exit"] == 0 and c["out_runs"] == "yes" and c["in_runs"] == "yes" and c["out_steps"] is not None
@@ -101,11 +113,16 @@ def table(paths: list[str]) -> None:
         fails = [f"{c['model']} {c['form']}" for c in exit0 if c["out_runs"] != "yes"]
         worse_ = [f"{c['model']} {c['form']}" for c in mine.values() if worse(c)]
         refused = [c for c in mine.values() if c["exit"] == 4]
+        failing = [c for c in mine.values() if c["in_runs"] != "yes"]
+        unnamed = [f"{c['model']} {c['form']}" for c in failing if "in_named" in c and not c["in_named"]]
         print(f"**{t}**: {len(mine)} cells; {len(exit0)} exit 0, "
               + (f"{len(fails)} of them do not run wholly ({', '.join(fails)})" if fails else "every one runs wholly")
-              + f"; {len(refused)} exit 4 ({sum(c['in_runs'] != 'yes' for c in refused)} of whose inputs do not run "
-              + "either); further from the reference than the input: "
-              + (", ".join(worse_) if worse_ else "none") + ".\n")
+              + f"; {len(refused)} exit 4 ({sum(c['in_runs'] != 'yes' for c in refused)} with an input that does not "
+              + "run there either); further from the reference than the input: "
+              + (", ".join(worse_) if worse_ else "none")
+              + (f"; inputs that do not run wholly: {len(failing)}, `verify --target` names "
+                 + (f"all but {', '.join(unnamed)}" if unnamed else "each")
+                 if all("in_named" in c for c in failing) else "") + ".\n")
         print("| model | " + " | ".join(FORM_NAMES[f] for f in forms) + " |")
         print("|---|" + "---|" * len(forms))
         for m in models:
@@ -148,12 +165,13 @@ def main() -> None:
                         print(f"| {m['name']} | {form} | {t} | the reference failed: {type(e).__name__}: "
                               f"{str(e)[:80]} | | | | |", flush=True)
                         continue
+                    named = inputs_named(m["name"], form, t) if c.in_runs != "yes" else None
                     ref = judge.reference_steps(m["name"], form) if exact else None
                     out_ref = judge.reference_steps(m["name"], form, c.output) if exact and c.exit == 0 else (None, None)
                     print(row(c, exact) + (f" {steps(*ref, True)} | {steps(*out_ref, True)} |" if exact else ""), flush=True)
                     if sink:
-                        sink.write(json.dumps({**dataclasses.asdict(c), "label": t, "seconds": round(time.time() - started, 1),
-                                               "judge": a.judge, "reference_steps": ref,
+                        sink.write(json.dumps({**dataclasses.asdict(c), "label": t, "in_named": named,
+                                               "seconds": round(time.time() - started, 1), "judge": a.judge, "reference_steps": ref,
                                                "output_reference_steps": out_ref}) + "\n")
                         sink.flush()
 
