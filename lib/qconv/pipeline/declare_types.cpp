@@ -46,7 +46,7 @@ std::optional<std::vector<int64_t>> intsOf(const onnx::InferenceContext& ctx, si
 bool safeToInfer(const std::string& op, const onnx::InferenceContext& ctx) {
   static constexpr const char* kSameShape[] = {
       "QuantizeLinear", "DequantizeLinear", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh", "Identity", "Cast",
-      "Softmax", "HardSigmoid", "HardSwish", "Erf", "Sqrt", "Exp", "Neg", "Abs", "Round", "Floor", "Ceil"};
+      "Softmax", "HardSigmoid", "HardSwish", "Erf", "Sqrt", "Exp", "Neg", "Abs", "Round", "Floor", "Ceil", "Tanh"};
   static constexpr const char* kBroadcast[] = {"Add", "Sub", "Mul", "Div", "Where", "Max", "Min"};
   for (const char* o : kSameShape)
     if (op == o) return rankOf(ctx, 0) >= 0;
@@ -86,6 +86,27 @@ bool safeToInfer(const std::string& op, const onnx::InferenceContext& ctx) {
     return rank >= 0 && pads && static_cast<int>(pads->size()) == 2 * rank;
   }
   if (op == "Gemm") return rank == 2 && rankOf(ctx, 1) == 2;
+  if (op == "Shape") return rank >= 0;  // start and end are clamped to the rank
+  if (op == "Gather") {  // the output's rank: data's + indices' - 1
+    const onnx::AttributeProto* a = ctx.getAttribute("axis");
+    const int64_t axis = a ? a->i() : 0;
+    return rank >= 1 && rankOf(ctx, 1) >= 0 && axis >= -rank && axis < rank;
+  }
+  if (op == "Split") {  // split: an input from opset 13 (else an attribute, or even parts)
+    const onnx::AttributeProto* a = ctx.getAttribute("axis");
+    const int64_t axis = a ? a->i() : 0;
+    if (rank < 1 || axis < -rank || axis >= rank) return false;
+    std::optional<std::vector<int64_t>> split = intsOf(ctx, 1);
+    if (const onnx::AttributeProto* attr = ctx.getAttribute("split"))
+      split = std::vector<int64_t>(attr->ints().begin(), attr->ints().end());
+    if (!split) return ctx.getNumInputs() < 2 || ctx.getInputType(1) == nullptr;  // even parts
+    return split->size() == ctx.getNumOutputs() &&
+           std::all_of(split->begin(), split->end(), [](int64_t d) { return d >= 0; });
+  }
+  if (op == "ConstantOfShape") {  // its shape: the values of input 0, a 1-D int64 constant
+    auto dims = intsOf(ctx, 0);
+    return rank == 1 && dims && std::all_of(dims->begin(), dims->end(), [](int64_t d) { return d >= 0; });
+  }
   if (op == "Flatten") {
     const onnx::AttributeProto* a = ctx.getAttribute("axis");
     const int64_t axis = a ? a->i() : 1;
@@ -283,7 +304,8 @@ Inference inferGraph(const onnx::GraphProto* g, const std::unordered_map<std::st
       continue;  // not a type an inference function can take: the nodes reading it are left alone
     onnx::TypeProto type;
     type.mutable_tensor_type()->set_elem_type(t.data_type());
-    for (int64_t d : t.dims()) type.mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    onnx::TensorShapeProto* shape = type.mutable_tensor_type()->mutable_shape();  // a scalar's too: rank 0
+    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
     types.emplace(t.name(), std::move(type));
     if (t.data_location() != onnx::TensorProto::EXTERNAL && t.ByteSizeLong() <= kDataBytes) data.emplace(t.name(), &t);
   }
