@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -116,6 +117,14 @@ class PassContext {
   /// The Unconvertible text reported for the node labelled `label`, or empty.
   std::string unconvertibleReason(const std::string& label) const;
 
+  /// ONNX's shape inference over the IR as the pass manager runs it before the first --target pass
+  /// (declare_types.h), offered by the pass manager to a pass that folds what a shape it declares
+  /// makes constant (fold-shapes): declares each shape now inferable, returns how many. Unset
+  /// (returns 0) where the pass manager ran no such inference.
+  using ShapeInference = std::function<size_t()>;
+  void offerShapeInference(ShapeInference infer) { infer_shapes_ = std::move(infer); }
+  size_t inferShapes() const { return infer_shapes_ ? infer_shapes_() : 0; }
+
  private:
   const Diagnostics& diagnostics_;
   PassOptions options_;
@@ -125,6 +134,7 @@ class PassContext {
   std::string pass_;
   std::vector<Said> said_;
   std::vector<Rewritten> rewritten_;
+  ShapeInference infer_shapes_;
 };
 
 using PassFn = void (*)(ir::Model&, PassContext&);

@@ -66,6 +66,8 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
         fmt::print(*dump, "; IR after infer shapes\n");
         ir::dump(model.graph, *dump);
       }
+      // again for a pass whose folds make more shapes inferable (fold-shapes), in its stage's time
+      ctx.offerShapeInference([&model, this] { return declareInferredShapes(model, *schemas_); });
     }
     ctx.setPass(p->name);
     timeStage(std::string(p->name), [&] { p->run(model, ctx); });
@@ -74,6 +76,7 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
       ir::dump(model.graph, *dump);
     }
   }
+  ctx.offerShapeInference({});
   ctx.setPass("verify-output");
   timeStage("verify output", [&] { sayOutputErrors(input_errors, model, ctx); });
   ctx.setPass("");

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "model_builder.h"
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
+#include "qconv/ir/tensor.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/run.h"
 
@@ -249,4 +251,49 @@ TEST_CASE("in memory: no model, a model naming external data, an invalid one; th
   REQUIRE(unknown.proto().SerializeToString(&in));
   REQUIRE(convertInMemory(in, &out, &report, &err) == static_cast<int>(qconv::ExitCode::BadInput));
   REQUIRE(report.find("\"error_node\": \"odd_7\"") != std::string::npos);
+}
+
+TEST_CASE("fold-shapes and ONNX's inference run to a fixed point: a shape read from a tensor a folded Reshape made") {
+  // the captcha OCR's LSTM head: x [1,2,3,4] -> Reshape(x, Shape(x)[0:2] ++ [-1]) -> r [1,2,12]
+  // -> Relu -> t -> Reshape(t, [-1] ++ Shape(t)[2:3]) -> y [2,12]. The second Shape reads t, whose
+  // shape ONNX's inference gives only once the first Reshape's shape is a constant: a second round.
+  ModelBuilder b(13);
+  b.input("x", TensorProto::FLOAT, {1, 2, 3, 4});
+  b.ints("zero", TensorProto::INT64, {1}, {0});
+  b.ints("two", TensorProto::INT64, {1}, {2});
+  b.ints("three", TensorProto::INT64, {1}, {3});
+  b.ints("minus_one", TensorProto::INT64, {1}, {-1});
+  b.ints("last", TensorProto::INT64, {}, {2});  // a scalar index: rank 0, not unknown
+  b.node("Shape", {"x"}, {"sx"}, "shape_x");
+  b.node("Slice", {"sx", "zero", "two"}, {"head"}, "slice_x");
+  setInt(b.node("Concat", {"head", "minus_one"}, {"shape_r"}, "concat_r"), "axis", 0);
+  b.node("Reshape", {"x", "shape_r"}, {"r"}, "reshape_r");
+  b.node("Relu", {"r"}, {"t"}, "relu");
+  b.node("Shape", {"t"}, {"st"}, "shape_t");
+  setInt(b.node("Gather", {"st", "last"}, {"width"}, "gather_t"), "axis", 0);
+  b.node("Unsqueeze", {"width", "zero"}, {"width_1"}, "unsqueeze_t");
+  setInt(b.node("Concat", {"minus_one", "width_1"}, {"shape_y"}, "concat_y"), "axis", 0);
+  b.node("Reshape", {"t", "shape_y"}, {"y"}, "reshape_y");
+  b.output("y", TensorProto::FLOAT, {2, 12});
+  Dir d;
+  qconv::io::writeModelAtomically(b.proto(), d / "in.onnx");
+  qconv::ConvertOptions o;
+  o.input = d / "in.onnx";
+  o.output = d / "out.onnx";
+  o.target = "iree";
+  o.format_given = false;
+  std::ostringstream os, es;
+  REQUIRE(qconv::run(o, os, es) == 0);
+  auto out = qconv::io::readModelFile(d / "out.onnx");
+  std::vector<std::string> ops;
+  for (const auto& n : out.graph().node()) ops.push_back(n.op_type());
+  REQUIRE(ops == std::vector<std::string>{"Reshape", "Relu", "Reshape"});  // both shapes are constants
+  std::map<std::string, std::vector<int64_t>> constants;
+  for (const auto& t : out.graph().initializer()) {
+    std::string why;
+    if (t.data_type() == TensorProto::INT64) constants[t.name()] = *qconv::ir::readInts(t, &why);
+  }
+  REQUIRE(constants.at(out.graph().node(0).input(1)) == std::vector<int64_t>{1, 2, -1});
+  REQUIRE(constants.at(out.graph().node(2).input(1)) == std::vector<int64_t>{-1, 12});
+  REQUIRE(es.str().find("not folded") == std::string::npos);
 }

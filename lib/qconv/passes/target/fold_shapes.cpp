@@ -27,6 +27,12 @@
 //      Identity or ConstantOfShape whose every input is an int64 or int32 constant of at most
 //      kMaxShapeValues values (one folded before it, in node order, included), not a graph output;
 //   4. shape_eval.h evaluates it (else it stays, with the reason, a note).
+// A fold can make more shapes static (a Reshape to a shape now constant): after a sweep that folded
+// something, ONNX's inference runs again over the IR (the pass manager's, PassContext::inferShapes)
+// and, when it declared a shape, the sweep runs again, at most kMaxRounds times; the refusals are
+// said from the last sweep only. (The captcha OCR's unrolled LSTM: the classifier's Reshape reads the
+// shape of a tensor that a Reshape of the LSTM's steps makes, whose shape is itself computed: three
+// rounds.)
 // Then, for a target whose Concat fails after a shape still computed (computed_dims_concat:
 // aidge), each Concat joining such a branch with another is refused (exit 4), naming the Reshape.
 #include <fmt/format.h>
@@ -40,12 +46,15 @@ namespace qconv {
 
 namespace {
 
+constexpr int kMaxRounds = 8;
+
 struct FoldShapes {
   struct Group {
     ir::Node* node;
     IntTensor value;
   };
   int64_t opset;
+  bool quiet = false;  // a sweep before the last: a node not folded may be folded in the next
 
   bool root(const ir::Node& n) const { return isShapeOp(n) && n.outputs().size() == 1; }
   std::string declined(const ir::Node&) const { return "shape not folded"; }
@@ -77,7 +86,7 @@ struct FoldShapes {
     }
     std::string why;
     auto value = evalShapeOp(n, in, shape, opset, &why);
-    if (!value) return Match<Group>::refuse(why);  // (4)
+    if (!value) return quiet ? Match<Group>::none() : Match<Group>::refuse(why);  // (4)
     return Group{&n, std::move(*value)};
   }
 
@@ -98,7 +107,13 @@ struct FoldShapes {
 void foldShapes(ir::Model& model, PassContext& ctx) {
   const TargetProfile& t = ctx.target();
   if (!t.fold_shapes.empty() && takesOneShape(model.graph)) {  // (1), (2)
-    FoldShapes rule{ir::defaultOpset(model)};
+    FoldShapes rule{ir::defaultOpset(model), true};
+    for (int round = 1; round < kMaxRounds; ++round) {
+      const size_t before = model.graph.nodes().size();
+      applyRule(model.graph, ctx, rule);
+      if (model.graph.nodes().size() == before || ctx.inferShapes() == 0) break;
+    }
+    rule.quiet = false;
     applyRule(model.graph, ctx, rule);
   }
   if (t.computed_dims_concat.empty()) return;
