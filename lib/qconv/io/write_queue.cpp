@@ -1,6 +1,7 @@
 #include "qconv/io/write_queue.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace qconv::io {
 
@@ -17,6 +18,19 @@ void WriteQueue::rethrow() {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
+namespace {
+
+/// cv.wait(lock, ready), through wait_for: GCC 12's libstdc++ gives condition_variable::wait a new
+/// symbol version (GLIBCXX_3.4.30), which alone would put the wheel's floor at glibc 2.35 instead
+/// of 2.34 (docs/python.md: RHEL 9 and Amazon Linux 2023 have 2.34); wait_for is inline down to
+/// pthread_cond_clockwait. The hour is only a bound on one wait: `ready` decides.
+template <typename Ready>
+void waitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Ready ready) {
+  while (!ready()) cv.wait_for(lock, std::chrono::hours(1));
+}
+
+}  // namespace
+
 void WriteQueue::reap() {
   for (; done_ > 0; --done_) {
     if (jobs_.front().reaped) jobs_.front().reaped();
@@ -27,7 +41,7 @@ void WriteQueue::reap() {
 void WriteQueue::push(uint64_t bytes, std::function<void()> job, uint64_t limit, std::function<void()> reaped) {
   const uint64_t bound = limit ? std::min(limit, limit_) : limit_;
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return inFlight_ == 0 || inFlight_ + bytes <= bound || error_; });
+  waitUntil(changed_, lock, [&] { return inFlight_ == 0 || inFlight_ + bytes <= bound || error_; });
   reap();
   rethrow();
   inFlight_ += bytes;
@@ -40,7 +54,7 @@ void WriteQueue::push(uint64_t bytes, std::function<void()> job, uint64_t limit,
 
 void WriteQueue::wait() {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [&] { return pending_ == 0; });  // jobs, not bytes: a job may hold none
+  waitUntil(changed_, lock, [&] { return pending_ == 0; });  // jobs, not bytes: a job may hold none
   reap();
   rethrow();
 }
@@ -53,7 +67,7 @@ void WriteQueue::collect() {
 void WriteQueue::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return stopping_ || jobs_.size() > done_; });
+    waitUntil(changed_, lock, [&] { return stopping_ || jobs_.size() > done_; });
     if (jobs_.size() == done_) return;  // stopping, and nothing left
     Job& job = jobs_[done_];  // stays put: the pusher pops only jobs that ran, from the front
     const bool skip = error_ != nullptr;  // an earlier job failed: the file is bad already
