@@ -55,7 +55,7 @@ nb::bytes filled(std::string& s) {
   if (!obj) throw nb::python_error();
   {
     nb::gil_scoped_release unlocked;  // nothing else can see the object yet
-    std::memcpy(PyBytes_AS_STRING(obj), s.data(), s.size());
+    std::memcpy(PyBytes_AsString(obj), s.data(), s.size());  // the limited API has no macro form
     std::string().swap(s);
   }
   return nb::steal<nb::bytes>(obj);
