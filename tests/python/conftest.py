@@ -1,7 +1,8 @@
-"""The Python API's tests run against the installed wheel (scripts/test.sh builds it with
-scripts/build_wheel.sh and installs it into a fresh venv, build/wheel-venv, with
-tests/python/requirements.txt): `import qconv` must come from site-packages, never from the
-source tree, and the `qconv` command is the one the wheel installed."""
+"""The Python API's tests run against the installed wheel (scripts/test.sh builds the wheels with
+scripts/build_wheel.sh and, for each CPython present, installs the one for it into a fresh venv,
+build/wheel-venv-cpXY, with tests/python/requirements.txt, then runs these tests from a folder
+outside the repository): `import qconv` must come from site-packages, never from the source tree,
+and the `qconv` command is the one the wheel installed. QCONV_WHEEL: that wheel's file."""
 from __future__ import annotations
 
 import os

@@ -131,7 +131,11 @@ def test_a_file_name_that_is_not_utf8_converts_by_str_bytes_and_pathlike(tmp_pat
 # ---- 2. Ctrl-C ----------------------------------------------------------------------------------
 
 CHILD = textwrap.dedent("""
-    import atexit, json, os, sys, threading, time
+    import atexit, json, os, signal, sys, threading, time
+    # Python's own Ctrl-C handler, as an interactive user's Python has it: a process started with
+    # SIGINT ignored (a background job of a non-interactive shell: a CI runner's, nohup's) inherits
+    # the ignoring, and then Python installs no handler and SIGINT never arrives
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import qconv
     mode, src, out = sys.argv[1], sys.argv[2], sys.argv[3]
     atexit.register(lambda: print(json.dumps({"atexit": True}), flush=True))

@@ -1,7 +1,9 @@
-"""The wheel installs where nothing was built (issue 37, deliverable 2): a new venv holding
-nothing but pip, the wheel file installed into it, the command and the API run from a folder
-outside the repository; nothing they load resolves outside the wheel but the C and C++
-runtime libraries; auditwheel names a manylinux policy."""
+"""The wheel installs where nothing was built (issue 37, deliverable 2; issue 48 for every
+CPython): a new venv of the Python running these tests holding nothing but pip and onnx, the
+binary wheel for that Python installed into it with `--no-index --only-binary :all:` (never a
+source build), the command and the API run from a folder outside the repository; nothing they
+load resolves outside the wheel but the C and C++ runtime libraries; auditwheel names a manylinux
+policy; the wheel's tags are the ones this Python installs (cpXY, or cp312-abi3 from 3.12)."""
 from __future__ import annotations
 
 import glob
@@ -12,7 +14,7 @@ import sys
 
 import pytest
 
-from wheel_env import EXAMPLE, ROOT
+from wheel_env import EXAMPLE, ONNX_VERSION, ROOT
 
 # What a manylinux policy lets a wheel take from the system (auditwheel's whitelist, the part
 # qconv's files link): the C and C++ runtimes, and zlib (protobuf's).
@@ -28,13 +30,28 @@ def fresh(wheel, tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     listed = subprocess.run([str(venv / "bin" / "pip"), "list", "--format=freeze"], capture_output=True, text=True)
     assert {line.split("==")[0] for line in listed.stdout.split()} <= {"pip", "setuptools"}  # nothing but pip
-    r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", wheel],
+    pip = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check"]
+    r = subprocess.run([*pip, f"onnx=={ONNX_VERSION}"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # pip chooses from the folder the wheels are in: the one for this Python, or none (an error)
+    r = subprocess.run([*pip, "--no-index", "--only-binary", ":all:", "--find-links", os.path.dirname(wheel), "qconv"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+    listed = subprocess.run([str(venv / "bin" / "pip"), "list", "--format=freeze"], capture_output=True, text=True)
+    assert "qconv==0.1.0" in listed.stdout.split()
     work = base / "work"
     work.mkdir()
     assert not str(work).startswith(ROOT)
     return venv, work
+
+
+def test_the_wheel_is_the_one_this_python_installs(wheel):
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    name = os.path.basename(wheel)
+    if sys.version_info >= (3, 12):
+        assert "-cp312-abi3-" in name, name  # one stable-ABI wheel for 3.12 and every later CPython
+    else:
+        assert f"-{tag}-{tag}-" in name, name
 
 
 def test_the_command_runs_from_the_fresh_venv(fresh):

@@ -8,6 +8,9 @@ import sysconfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
+# the onnx qconv is built on (third_party/onnx.pin), which the API's tests install beside the wheel
+with open(os.path.join(ROOT, "third_party", "onnx.pin")) as _pin:
+    ONNX_VERSION = next(line.split("=", 1)[1].strip() for line in _pin if line.startswith("version="))
 
 
 def wheel_cli() -> str:
