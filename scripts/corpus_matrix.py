@@ -12,8 +12,9 @@ part of it in CI and asserts the rules; this runs all of it (an hour or more wit
 later line of a cell replaces an earlier one), the table per target that docs/targets.md keeps:
 a row per model, a column per form, each cell "exit: output steps (input steps)", and per
 target what holds (every exit-0 output runs wholly; none further from the reference than its
-input, one step of slack; `verify --target` names an error on each input that does not run
-wholly: each cell records how many, "in_named").
+baseline, one step of slack: the input, or its canonical QDQ form, "QDQ n" in the cell, where the
+input does not run or `verify --target` flags it (corpus_run.py); `verify --target` names an error
+on each input that does not run wholly: each cell records how many, "in_named").
 
 A target "openvino f32" runs OpenVINO at INFERENCE_PRECISION_HINT f32 (converted for openvino-f32);
 "onnxruntime default" runs onnxruntime in a default session (graph optimizations on, as users run
@@ -81,20 +82,24 @@ def inputs_named(model: str, form: str, label: str) -> int:
     """How many errors `qconv verify --target` finds on an input its runtime does not run wholly
     (rule 5: it must name at least one)."""
     t = {"openvino f32": "openvino-f32", "onnxruntime default": "onnxruntime"}.get(label, label.split(" ")[0])
-    v = subprocess.run([corpus_run.qconv_bin(), "verify", corpus.path(model, form), "--target", t, "--json"],
-                       capture_output=True, text=True, timeout=600)
-    found = json.loads(v.stdout)["findings"] if v.stdout else []
-    return sum(f["severity"] == "error" for f in found) if v.returncode == 1 else 0
+    return len(corpus_run.verify_errors(corpus.path(model, form), t))
+
+
+def as_cell(c: dict) -> corpus_run.Cell:
+    fields = {f.name for f in dataclasses.fields(corpus_run.Cell)}
+    return corpus_run.Cell(**{k: v for k, v in c.items() if k in fields})
 
 
 def worse(c: dict) -> bool:
-    """Further from the reference than the input, beyond one step (where both ran)."""
-    return (c["exit"] == 0 and c["out_runs"] == "yes" and c["in_runs"] == "yes" and c["out_steps"] is not None
-            and c["in_steps"] is not None and c["out_steps"] > c["in_steps"] + 1 + 1e-6)
+    """Further from the baseline than one step: the input, or its canonical QDQ form where the input
+    is none (corpus_run.Cell.baseline)."""
+    return c["out_runs"] == "yes" and as_cell(c).worse()
 
 
 def cell_text(c: dict) -> str:
     inp = f"({corpus_run.steps_text(c['in_steps'])})" if c["in_runs"] == "yes" else "(fails)"
+    if c.get("qdq_runs") == "yes":  # the baseline is the canonical QDQ form (corpus_run.Cell.baseline)
+        inp = inp[:-1] + f"; QDQ {corpus_run.steps_text(c['qdq_steps'])})"
     if c["exit"] == 0 and c["out_runs"] == "yes":
         return f"0: {corpus_run.steps_text(c['out_steps'])} {inp}" + (" **worse**" if worse(c) else "")
     if c["exit"] == 0:
@@ -118,7 +123,7 @@ def table(paths: list[str]) -> None:
         print(f"**{t}**: {len(mine)} cells; {len(exit0)} exit 0, "
               + (f"{len(fails)} of them do not run wholly ({', '.join(fails)})" if fails else "every one runs wholly")
               + f"; {len(refused)} exit 4 ({sum(c['in_runs'] != 'yes' for c in refused)} with an input that does not "
-              + "run there either); further from the reference than the input: "
+              + "run there either); further from the reference than the baseline (the input, or its canonical QDQ form where verify flags the input): "
               + (", ".join(worse_) if worse_ else "none")
               + (f"; inputs that do not run wholly: {len(failing)}, `verify --target` names "
                  + (f"all but {', '.join(unnamed)}" if unnamed else "each")

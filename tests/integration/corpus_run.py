@@ -6,9 +6,17 @@ in docs/targets.md).
 
 "Runs there wholly" is each runtime's own test: QNN with CPU fallback disabled and `soc_model`
 set (QNN_OPTIONS), the session finalizes and runs; RKNN: the build's layer table shows every
-layer that computes on the NPU in 8 or 16 bits; the others: the model loads, compiles and runs."""
+layer that computes on the NPU in 8 or 16 bits; the others: the model loads, compiles and runs.
+
+The baseline an output is judged against (issue 47, "never worse than the input"): the input's
+own numbers in the target where it runs there wholly and `qconv verify --target` finds nothing
+in it the runtime does not run as written (a kernel measured wrong: OpenVINO's QLinearAdd wraps
+around instead of saturating; one never measured); elsewhere the canonical QDQ form of the input
+(`qconv convert --format qdq`, no target) run in the target, "what T's arithmetic gives for the
+canonical QDQ form". A QDQ input is its own canonical form."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -109,7 +117,24 @@ class Cell:
     out_mean: float | None = None  # mean_steps
     in_mean: float | None = None
     output: str = ""  # qconv's output, where it wrote one
+    in_flagged: int = 0      # errors `verify --target` finds on an input that runs wholly
+    qdq_runs: str = ""       # the canonical QDQ form, where it is the baseline: "yes" or why not
+    qdq_steps: float | None = None
     notes: list[str] = field(default_factory=list)
+
+    def baseline(self) -> tuple[float, str] | None:
+        """(steps, what they are) the output may not exceed by more than one step, or None."""
+        if self.in_runs == "yes" and not self.in_flagged and self.in_steps is not None and not math.isnan(self.in_steps):
+            return self.in_steps, "the input"
+        if self.qdq_runs == "yes" and self.qdq_steps is not None and not math.isnan(self.qdq_steps):
+            return self.qdq_steps, "the input's canonical QDQ form"
+        if self.in_runs == "yes" and "qdq" in self.form and self.in_steps is not None and not math.isnan(self.in_steps):
+            return self.in_steps, "the input"  # (flagged: a QDQ input is its own canonical form)
+        return None
+
+    def worse(self) -> bool:
+        b = self.baseline()
+        return self.exit == 0 and self.out_steps is not None and b is not None and self.out_steps > b[0] + 1 + 1e-6
 
     def refused_nodes(self) -> list[str]:
         """The lines of an exit-4 refusal that name a node."""
@@ -142,6 +167,19 @@ class Judge:
         return steps_off(want, got, step), mean_steps(want, got, step)
 
 
+def qconv_target(target: str, precise: bool = False) -> str:
+    """The --target a runtime setting is converted for: OpenVINO at f32 is openvino-f32."""
+    return "openvino-f32" if target == "openvino" and precise else target
+
+
+def verify_errors(path: str, target: str) -> list[dict]:
+    """The errors `qconv verify --target` finds on a model (each a finding of its --json)."""
+    v = subprocess.run([qconv_bin(), "verify", path, "--target", target, "--json"], capture_output=True, text=True,
+                       timeout=600)
+    found = json.loads(v.stdout)["findings"] if v.stdout else []
+    return [f for f in found if f["severity"] == "error"] if v.returncode == 1 else []
+
+
 def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
          extra: tuple[str, ...] = (), optimized: bool = False) -> Cell:
     """One cell; OpenVINO `precise` (INFERENCE_PRECISION_HINT f32) is converted with --target
@@ -151,8 +189,7 @@ def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
     dst = os.path.join(judge.work, f"{name}.{form}.{target}{'.f32' if precise else ''}{'.default' if optimized else ''}.onnx")
     if os.path.exists(dst):
         os.remove(dst)
-    qconv_target = "openvino-f32" if target == "openvino" and precise else target
-    p = subprocess.run([qconv_bin(), "convert", src, dst, "--target", qconv_target, *extra],
+    p = subprocess.run([qconv_bin(), "convert", src, dst, "--target", qconv_target(target, precise), *extra],
                        capture_output=True, text=True, timeout=600)
     c.exit, c.stderr = p.returncode, p.stderr
     c.output = dst if c.exit == 0 else ""
@@ -170,4 +207,19 @@ def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
             c.out_runs = "yes"
         except runtimes.Refused as e:
             c.out_runs = str(e)
+    if c.in_runs == "yes":
+        c.in_flagged = len(verify_errors(src, qconv_target(target, precise)))
+    if c.exit == 0 and (c.in_runs != "yes" or c.in_flagged) and "qdq" not in form:
+        canonical = dst[:-len(".onnx")] + ".canonical.onnx"
+        p = subprocess.run([qconv_bin(), "convert", src, canonical, "--format", "qdq"], capture_output=True, text=True,
+                           timeout=600)
+        if p.returncode != 0:
+            c.qdq_runs = f"qconv convert --format qdq: exit {p.returncode}"
+        else:
+            try:
+                got = run_wholly(target, canonical, xs, precise, optimized)
+                c.qdq_steps = steps_off(want, got, step)
+                c.qdq_runs = "yes"
+            except runtimes.Refused as e:
+                c.qdq_runs = str(e)
     return c
