@@ -54,19 +54,6 @@ std::string usageErrorJson(const std::string& command, const std::string& model,
   return verifyJson(model, "", code, printable(error), "", {}, 0, analysis::Severity::Error, 0, {});
 }
 
-namespace {
-
-/// The profile's words for what its runtime fails on as it is, where `pass` (a --target rewrite)
-/// rewrites exactly such nodes and no others (its contract's conditions are the failure's, as
-/// probed): verify names each node it rewrites. Not reflect-pad-as-gather (IREE fails on some
-/// pad sizes only) nor fold-constant-weights (OpenVINO runs some of the weights it folds).
-std::string_view failsAsItIs(const TargetProfile& t, std::string_view pass) {
-  if (pass == "trim-padding") return t.trim_padding;
-  return {};
-}
-
-}  // namespace
-
 int verify(const VerifyCommand& command, std::ostream& out, std::ostream& err) {
   StderrLines lines(err);
   return verify(command, out, lines);
@@ -115,19 +102,20 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
                                         command.model);
       ItemReport run;
       dryRun(again, options, run);
+      // what convert refuses, and what it rewrites because the runtime fails on it as it is
+      const analysis::Severity severity = analysis::findKind("target")->severity;
       for (const Said& s : run.said) {
-        const bool known = std::any_of(findings.begin(), findings.end(), [&](const analysis::Finding& f) {
-          return f.kind == "target" && f.node == s.subject && f.message == s.text;
-        });
-        if (s.kind == Report::Unconvertible && !known)
-          findings.push_back({"target", s.subject, "", s.text, analysis::findKind("target")->severity});
-      }
-      // what convert rewrites because the runtime fails on it as it is (each such pass's every rewrite)
-      for (const Said& s : run.said)
-        if (const std::string_view why = failsAsItIs(*target, s.pass); s.kind == Report::Done && !why.empty())
+        if (s.kind == Report::Unconvertible) {
+          const bool known = std::any_of(findings.begin(), findings.end(), [&](const analysis::Finding& f) {
+            return f.kind == "target" && f.node == s.subject && f.message == s.text;
+          });
+          if (!known) findings.push_back({"target", s.subject, "", s.text, severity});
+        } else if (const std::string_view why = target->failsAsItIs(s.pass); s.kind == Report::Done && !why.empty()) {
           findings.push_back({"target", s.subject, "",
                               fmt::format("as it is, {}; convert --target {}: {} ({})", why, target->name, s.text, s.pass),
-                              analysis::findKind("target")->severity});
+                              severity});
+        }
+      }
     }
     const Diagnostics quiet(nullptr, 0);  // no sink: validate refuses by throwing, and says nothing else
     PassContext ctx(quiet, PassOptions{}, command.model);

@@ -172,6 +172,12 @@ struct TargetProfile {
   bool readsInferredShapes() const {
     return !trim_padding.empty() || !reflect_pad.empty() || !global_max_pool.empty();
   }
+
+  /// The runtime's failure, in this profile's words, that every rewrite of the --target pass `pass`
+  /// repairs (its contract's conditions are the failure's, as probed), or empty: verify names each
+  /// node such a pass rewrites. trim-padding only: reflect-pad-as-gather rewrites pads IREE
+  /// compiles too, fold-constant-weights weights OpenVINO runs too.
+  std::string_view failsAsItIs(std::string_view pass) const { return pass == "trim-padding" ? trim_padding : ""; }
 };
 
 /// Whether `t` runs data movement on a tensor of ONNX type `type` (move_on; any type but int8 and
