@@ -13,7 +13,8 @@ own numbers in the target where it runs there wholly and `qconv verify --target`
 in it the runtime does not run as written (a kernel measured wrong: OpenVINO's QLinearAdd wraps
 around instead of saturating; one never measured); elsewhere the canonical QDQ form of the input
 (`qconv convert --format qdq`, no target) run in the target, "what T's arithmetic gives for the
-canonical QDQ form". A QDQ input is its own canonical form."""
+canonical QDQ form". A QDQ input is its own canonical form. OpenVINO at its default precision,
+whose float ops round as bf16 on CPUs with avx512_bf16, is judged over more inputs (NOISY_FEEDS)."""
 from __future__ import annotations
 
 import json
@@ -34,6 +35,11 @@ RKNN_HOST_LAYERS = {"InputOperator", "OutputOperator", "Reshape"}
 RKNN_NPU_TYPES = {"INT8", "UINT8", "INT16"}
 FEEDS = 2  # inputs per cell
 SEED = 7   # the tests' inputs (calibration used seed 1000)
+# OpenVINO at its default precision rounds its float ops as bf16 on CPUs with avx512_bf16: there
+# forms of the same math differ by several steps at their worst value, either way (layout's QOp
+# form: 160 to 185 across four), so one worst value over two inputs is a coin toss. Its cells are
+# judged over NOISY_FEEDS inputs, each by its own worst value, the steps their mean.
+NOISY_FEEDS = 8
 
 
 def qconv_bin() -> str:
@@ -149,15 +155,15 @@ class Judge:
     def __init__(self, work: str, exact: bool = False):
         self.work = work
         self.exact = exact
-        self.cache: dict[tuple[str, str], tuple[list[np.ndarray], list[np.ndarray], float | None]] = {}
+        self.cache: dict[tuple[str, str, int], tuple[list[np.ndarray], list[np.ndarray], float | None]] = {}
 
-    def of(self, name: str, form: str):
-        if (name, form) not in self.cache:
+    def of(self, name: str, form: str, count: int = FEEDS):
+        if (name, form, count) not in self.cache:
             src = corpus.path(name, form)
-            xs = corpus.feeds(corpus.entry(name), FEEDS, SEED)
+            xs = corpus.feeds(corpus.entry(name), count, SEED)
             want = reference.exact_outputs(src, xs) if self.exact else reference.outputs(src, xs)
-            self.cache[(name, form)] = (xs, want, output_step(src))
-        return self.cache[(name, form)]
+            self.cache[(name, form, count)] = (xs, want, output_step(src))
+        return self.cache[(name, form, count)]
 
     def reference_steps(self, name: str, form: str, model: str = "") -> tuple[float, float]:
         """With `exact`: how far the float32 ONNX reference of the input (or of `model`, a
@@ -165,6 +171,19 @@ class Judge:
         xs, want, step = self.of(name, form)
         got = reference.outputs(model or corpus.path(name, form), xs)
         return steps_off(want, got, step), mean_steps(want, got, step)
+
+
+def noisy(target: str, precise: bool = False) -> bool:
+    """Whether the setting's float arithmetic is not the model's (OpenVINO at its default precision)."""
+    return target == "openvino" and not precise
+
+
+def judged(want: list[np.ndarray], got: list[np.ndarray], step: float | None, per_input: bool) -> float:
+    """The steps a cell reports: the largest difference over every input, or with `per_input` the
+    mean over the inputs of each one's largest (NOISY_FEEDS)."""
+    if not per_input:
+        return steps_off(want, got, step)
+    return float(np.mean([steps_off([w], [g], step) for w, g in zip(want, got)]))
 
 
 def qconv_target(target: str, precise: bool = False) -> str:
@@ -193,17 +212,18 @@ def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
                        capture_output=True, text=True, timeout=600)
     c.exit, c.stderr = p.returncode, p.stderr
     c.output = dst if c.exit == 0 else ""
-    xs, want, step = judge.of(name, form)
+    per_input = noisy(target, precise)
+    xs, want, step = judge.of(name, form, NOISY_FEEDS if per_input else FEEDS)
     try:
         got = run_wholly(target, src, xs, precise, optimized)
-        c.in_steps, c.in_mean = steps_off(want, got, step), mean_steps(want, got, step)
+        c.in_steps, c.in_mean = judged(want, got, step, per_input), mean_steps(want, got, step)
         c.in_runs = "yes"
     except runtimes.Refused as e:
         c.in_runs = str(e)
     if c.exit == 0:
         try:
             got = run_wholly(target, dst, xs, precise, optimized)
-            c.out_steps, c.out_mean = steps_off(want, got, step), mean_steps(want, got, step)
+            c.out_steps, c.out_mean = judged(want, got, step, per_input), mean_steps(want, got, step)
             c.out_runs = "yes"
         except runtimes.Refused as e:
             c.out_runs = str(e)
@@ -218,7 +238,7 @@ def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
         else:
             try:
                 got = run_wholly(target, canonical, xs, precise, optimized)
-                c.qdq_steps = steps_off(want, got, step)
+                c.qdq_steps = judged(want, got, step, per_input)
                 c.qdq_runs = "yes"
             except runtimes.Refused as e:
                 c.qdq_runs = str(e)

@@ -11,7 +11,9 @@ The rules, per cell:
 3. exit 0: the output is no further from the reference than the input is, with one output step of
    slack, where the input runs there wholly and `verify --target` finds nothing in it the runtime
    does not run as written; elsewhere no further than the input's canonical QDQ form
-   (`convert --format qdq`) in that runtime, where that runs (corpus_run.Cell.baseline);
+   (`convert --format qdq`) in that runtime, where that runs (corpus_run.Cell.baseline); OpenVINO
+   at its default precision (bf16 rounding on some CPUs) over 8 inputs, the mean of each one's
+   largest difference (corpus_run.NOISY_FEEDS);
 4. exit 4: the refusal names a node and the target;
 5. where the input does not run in the target, `qconv verify --target` on it says so (an error).
 Under ASan (scripts/sanitize.sh sets QCONV_SANITIZED) only the conversions run: the runtimes are
