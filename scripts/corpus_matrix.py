@@ -81,7 +81,7 @@ def read_cells(paths: list[str]) -> dict[tuple[str, str, str], dict]:
 def inputs_named(model: str, form: str, label: str) -> int:
     """How many errors `qconv verify --target` finds on an input its runtime does not run wholly
     (rule 5: it must name at least one)."""
-    t = {"openvino f32": "openvino-f32", "onnxruntime default": "onnxruntime"}.get(label, label.split(" ")[0])
+    t = corpus_run.qconv_target(label.split(" ")[0], label.endswith(" f32"))
     return len(corpus_run.verify_errors(corpus.path(model, form), t))
 
 

@@ -130,12 +130,13 @@ class Cell:
 
     def baseline(self) -> tuple[float, str] | None:
         """(steps, what they are) the output may not exceed by more than one step, or None."""
-        if self.in_runs == "yes" and not self.in_flagged and self.in_steps is not None and not math.isnan(self.in_steps):
+        def bounds(runs: str, steps: float | None) -> bool:  # NaN bounds nothing
+            return runs == "yes" and steps is not None and not math.isnan(steps)
+        # a flagged QDQ input is its own canonical form
+        if bounds(self.in_runs, self.in_steps) and (not self.in_flagged or "qdq" in self.form):
             return self.in_steps, "the input"
-        if self.qdq_runs == "yes" and self.qdq_steps is not None and not math.isnan(self.qdq_steps):
+        if bounds(self.qdq_runs, self.qdq_steps):
             return self.qdq_steps, "the input's canonical QDQ form"
-        if self.in_runs == "yes" and "qdq" in self.form and self.in_steps is not None and not math.isnan(self.in_steps):
-            return self.in_steps, "the input"  # (flagged: a QDQ input is its own canonical form)
         return None
 
     def worse(self) -> bool:
@@ -227,7 +228,7 @@ def cell(judge: Judge, name: str, form: str, target: str, precise: bool = False,
             c.out_runs = "yes"
         except runtimes.Refused as e:
             c.out_runs = str(e)
-    if c.in_runs == "yes":
+    if c.exit == 0 and c.in_runs == "yes":  # what the baseline needs (Cell.baseline)
         c.in_flagged = len(verify_errors(src, qconv_target(target, precise)))
     if c.exit == 0 and (c.in_runs != "yes" or c.in_flagged) and "qdq" not in form:
         canonical = dst[:-len(".onnx")] + ".canonical.onnx"

@@ -103,7 +103,7 @@ def need(target: str) -> None:
 @pytest.mark.parametrize("model,form,target", cell_params())
 def test_exit_0_runs_there_wholly_and_never_worse_than_the_input(built, judge, model, form, target):
     base, precise = target.split(" ")[0], target.endswith(" f32")
-    qconv_target = "openvino-f32" if precise else base  # OpenVINO at INFERENCE_PRECISION_HINT f32
+    qconv_target = corpus_run.qconv_target(base, precise)  # OpenVINO at INFERENCE_PRECISION_HINT f32
     need(base)
     c = corpus_run.cell(judge, model, form, base, precise=precise)
     CORPUS_ROWS.append(f"{model:9} {form:13} {target:13} exit {c.exit}  out {c.out_runs[:12] or '-':12} "
