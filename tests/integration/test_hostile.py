@@ -254,3 +254,33 @@ def test_a_contrib_pool_without_its_data_input_stays_named(tmp_path):
     r = run_qconv("convert", src, str(tmp_path / "out.onnx"), "--format", "qdq", "-v")
     assert r.returncode == 0, r.stderr
     assert "op: stays com.microsoft QLinearGlobalAveragePool: channels_last is set and the input's rank is not known" in r.stderr
+
+
+def test_a_bias_longer_than_the_weight_scales_is_read_within_them(tmp_path):
+    """Found by the fuzzer (issue 47's CI, ASan): verify's bias check, run on the output, read a
+    weight scale per bias value past the weight's two. The checker and onnxruntime's loader accept
+    this model; the conv stays QDQ, refused by name, and verify reads within the scales."""
+    w = numpy_helper.from_array(np.ones((2, 3, 1, 1), np.int8), "w")
+    inits = [w, numpy_helper.from_array(np.array([1.0, 2.0, 3.0], np.float32), "b"),
+             numpy_helper.from_array(np.float32(0.1), "sx"), numpy_helper.from_array(np.uint8(0), "zx"),
+             numpy_helper.from_array(np.array([0.01, 0.02], np.float32), "sw"),
+             numpy_helper.from_array(np.zeros(2, np.int8), "zw"),
+             numpy_helper.from_array(np.float32(0.1), "sy"), numpy_helper.from_array(np.uint8(0), "zy")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"], name="dqx"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], name="dqw", axis=0),
+             helper.make_node("Conv", ["xd", "wd", "b"], ["c"], name="conv_3"),
+             helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["cq"], name="qy"),
+             helper.make_node("DequantizeLinear", ["cq", "sy", "zy"], ["y"], name="dqy")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    src, dst = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(m, src)
+    r = run_qconv("convert", src, dst, "--format", "qop", "-v")
+    assert r.returncode == 0, r.stderr
+    assert f"qconv: note: {src}: conv_3: not fused: bias does not have 2 values (one per output channel)" in r.stderr
+    for args in (("convert", src, dst, "--format", "qdq"), ("verify", src), ("verify", dst)):
+        r = run_qconv(*args)
+        assert r.returncode == 0, r.stderr

@@ -225,8 +225,11 @@ void checkBias(const ir::Node& n, Findings& out) {
   const auto x = dequantized(n, 0), w = dequantized(n, 1);
   if (!x || !w || x->size() != 1) return;
   const ir::Value* b = n.input(2);
+  // One bias per weight scale, or one weight scale for all: other counts are per-axis's finding.
+  auto matches = [&](size_t biases) { return w->size() == 1 || w->size() == biases; };
   auto expected = [&](size_t c) { return x->scale[0] * w->scale[w->size() == 1 ? 0 : c]; };  // float32, as fusions do
   if (const auto bq = dequantized(n, 2)) {
+    if (!matches(bq->size())) return;
     for (size_t c = 0; c < bq->size(); ++c) {
       const float want = expected(c);
       if (bq->scale[c] != want) {
@@ -245,7 +248,7 @@ void checkBias(const ir::Node& n, Findings& out) {
   if (!b->isConstant() || b->initializer()->data_type() != TensorProto::FLOAT) return;
   std::string why;
   const auto values = ir::readFloats(*b, &why);
-  if (!values) return;
+  if (!values || !matches(values->size())) return;
   for (size_t c = 0; c < values->size(); ++c) {
     const double q = std::nearbyint(static_cast<double>((*values)[c]) / static_cast<double>(expected(c)));
     if (!(std::fabs(q) <= 2147483647.0)) {
