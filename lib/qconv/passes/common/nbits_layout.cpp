@@ -187,12 +187,19 @@ bool transposeNibblesOf(const ir::Value& v, uint64_t in_stride, uint64_t rows, u
   // a strip of rows a read, transposed while it is in the cache: the file's bytes cross memory once
   // 128 rows: each output row gets 64 bytes a strip, whole cache lines written while they are in
   // the cache; even, so every strip is whole pairs of rows
+  // Read where the file is mapped (ir::ByteSource::view: no copy, and the writer may write those
+  // pages), else copied a strip at a time.
   constexpr uint64_t kStrip = 128;
-  std::string strip(std::min(rows, kStrip) * in_stride, '\0');
+  std::string strip;
   for (uint64_t r0 = 0; r0 < rows; r0 += kStrip) {
     const uint64_t n = std::min(kStrip, rows - r0);
-    file.source->read(file.span, r0 * in_stride, n * in_stride, strip.data());
-    transposeNibblesAt(reinterpret_cast<const uint8_t*>(strip.data()), in_stride, n, cols,
+    const char* in = file.source->view(file.span, r0 * in_stride, n * in_stride);
+    if (!in) {
+      strip.resize(std::min(rows, kStrip) * in_stride);
+      file.source->read(file.span, r0 * in_stride, n * in_stride, strip.data());
+      in = strip.data();
+    }
+    transposeNibblesAt(reinterpret_cast<const uint8_t*>(in), in_stride, n, cols,
                        reinterpret_cast<uint8_t*>(out.data()) + r0 / 2, out_stride, flip, NibbleKernel::best);
   }
   return true;

@@ -1,0 +1,288 @@
+"""Benchmark: qconv against `cp` of the same files at every size (issue 49), in one run, every
+row beside `cp` of its input's files and, with --baseline BIN, the qconv before a change:
+
+   1-3  the ResNet-50-shape QDQ model (bench_convert.py's, 25 MB) -> QOp, every check on, its
+        input written by onnx.save, by `cp`, and with its tensors in a data file beside it;
+   4-6  the same with a cold page cache (the input's files dropped with posix_fadvise(DONTNEED)
+        before each run, untimed; `cp` reads them cold too);
+   7-8  a 500 MB QDQ conv chain (held_out.conv_chain: 512x512x3x3 int8 per-channel weights) ->
+        QOp, inline and as onnx.save's external data;
+  9-16  a 1 GiB int4 LLM (held_out.int4_llm: 4096 x 4096 weights) with blocks of 32 and 128, with
+        and without zero points: MatMulNBits -> the standard form (--format qdq) and the standard
+        form -> MatMulNBits (--format qop --contrib);
+ 17-18  onnxruntime's QDQ blocked form (MatMulNBitsQuantizer's names and types, onnx.save's
+        unaligned data file; symmetric int4 and asymmetric uint4) -> MatMulNBits;
+ 19-20  `qconv --version` and the bundled example -> QOp (nothing slower elsewhere).
+
+Each command is a whole process (posix_spawn), writing a new output (the last one removed and
+dirty pages synced before each run, untimed); the commands of a row take turns in a new order
+each round; CPU time is user + system (wait4's rusage), wall time from spawn to exit; medians.
+Peak RSS (GNU time's %M) from one run more, untimed. The binaries are copied into the work folder
+first: how the linker wrote a binary shapes the cost of exec (docs/benchmarks.md, issue 46).
+With --stages, where each millisecond of the ResNet-50 shape and the LLM goes (--report's stage
+times, median of the runs).
+
+    .venv/bin/python bench/bench_copy_floor.py [--baseline BIN] [--runs 21] [--large-runs 5]
+                                               [--rows 1-20] [--stages] [--work DIR] [--markdown FILE]
+
+Not a test: nothing here asserts a time (the memory bound is tests/integration/test_memory_bound.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchenv  # noqa: E402  (.venv and a built qconv, checked first)
+
+benchenv.require()
+
+import held_out  # noqa: E402
+from bench_convert import save_model  # noqa: E402  (the ResNet-50-shape QDQ model)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
+CP = "/usr/bin/cp" if os.path.exists("/usr/bin/cp") else "/bin/cp"
+
+
+def drop(files: list[str]) -> None:
+    """The files' pages out of the page cache (clean after os.sync)."""
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def remove_output(out: str) -> None:
+    """The output and the data files written beside it (qconv's OUT.<hash>.data, cp's OUT.data)."""
+    folder, base = os.path.split(out)
+    for name in os.listdir(folder):
+        if name == base or (name.startswith(base + ".") and name.endswith(".data")):
+            os.unlink(os.path.join(folder, name))
+
+
+def spawn(argv: list[str]) -> tuple[float, float]:
+    """One whole process: (CPU seconds, wall seconds); a failure stops the benchmark."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        start = time.perf_counter()
+        pid = os.posix_spawn(argv[0], argv, os.environ,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)])
+        _, status, ru = os.wait4(pid, 0)
+        wall = time.perf_counter() - start
+    finally:
+        os.close(null)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed ({os.waitstatus_to_exitcode(status)}): {' '.join(argv)}")
+    return ru.ru_utime + ru.ru_stime, wall
+
+
+class Row:
+    """One row of the table: its input's files, and per command (cp, qconv, baseline) the argv
+    and the output it writes."""
+
+    def __init__(self, number: int, title: str, model: str, args: list[str], cold: bool = False):
+        self.number, self.title, self.model, self.args, self.cold = number, title, model, args, cold
+
+    def commands(self, tools: dict[str, str], work: str) -> dict[str, tuple[list[str], str]]:
+        files = held_out.files_of(self.model)
+        out_dir = os.path.join(work, f"out{self.number}")
+        os.makedirs(out_dir, exist_ok=True)
+        cmds = {"cp": ([CP, *files, out_dir + "/"], os.path.join(out_dir, os.path.basename(self.model)))}
+        for name, binary in tools.items():
+            out = os.path.join(out_dir, f"{name}.onnx")
+            cmds[name] = ([binary, "convert", self.model, out, *self.args, "-q"], out)
+        return cmds
+
+
+def measure(row: Row, tools: dict[str, str], work: str, runs: int) -> dict[str, dict[str, float]]:
+    cmds = row.commands(tools, work)
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
+    wall: dict[str, list[float]] = {k: [] for k in cmds}
+    order = list(cmds.items())
+    shuffle = random.Random(49 + row.number).shuffle
+    for _ in range(runs):
+        shuffle(order)
+        for name, (argv, out) in order:
+            remove_output(out)
+            os.sync()
+            if row.cold:
+                drop(held_out.files_of(row.model))
+            c, w = spawn(argv)
+            cpu[name].append(c)
+            wall[name].append(w)
+    res = {}
+    for name, (argv, out) in cmds.items():
+        remove_output(out)
+        os.sync()
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True)
+        res[name] = {"cpu": statistics.median(cpu[name]) * 1e3, "wall": statistics.median(wall[name]) * 1e3,
+                     "rss": int(r.stderr.split()[-1]) / 1024}
+        remove_output(out)
+    return res
+
+
+def version_row(tools: dict[str, str], runs: int) -> dict[str, dict[str, float]]:
+    """`qconv --version` beside `cp` of the bundled example (no output to remove)."""
+    out = os.path.join(os.path.dirname(tools["qconv"]), "version_cp.onnx")
+    cmds = {"cp": [CP, EXAMPLE, out], **{name: [b, "--version"] for name, b in tools.items()}}
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+    order = list(cmds.items())
+    for _ in range(runs):
+        random.Random(runs).shuffle(order)
+        for name, argv in order:
+            samples[name].append(spawn(argv))
+    res = {}
+    for name, argv in cmds.items():
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True)
+        res[name] = {"cpu": statistics.median(s[0] for s in samples[name]) * 1e3,
+                     "wall": statistics.median(s[1] for s in samples[name]) * 1e3, "rss": int(r.stderr.split()[-1]) / 1024}
+    return res
+
+
+def stages(binary: str, row: Row, work: str, runs: int) -> list[tuple[str, float]]:
+    """Median milliseconds of each stage in --report (the stages over 1% of the run)."""
+    out = os.path.join(work, "stages.onnx")
+    report = out + ".report.json"
+    times: dict[str, list[float]] = {}
+    for _ in range(runs):
+        remove_output(out)
+        os.sync()
+        subprocess.run([binary, "convert", row.model, out, *row.args, "-q", "--report", report], check=True)
+        for s in json.load(open(report))["items"][0]["stages"]:
+            times.setdefault(s["name"], []).append(s["ms"])
+    remove_output(out)
+    os.unlink(report)
+    med = [(k, statistics.median(v)) for k, v in times.items()]
+    total = sum(v for _, v in med)
+    return [(k, v) for k, v in med if v >= total / 100]
+
+
+def models(work: str) -> list[Row]:
+    """Every row's input, made once in `work` (kept between runs: remove the folder to remake)."""
+    def path(name: str) -> str:
+        return os.path.join(work, name)
+
+    def once(p: str, make) -> str:
+        if not os.path.exists(p + ".done"):
+            make(p)
+            open(p + ".done", "w").close()
+        return p
+
+    qop = ["--format", "qop"]
+    resnet = once(path("resnet50.onnx"), lambda p: save_model(p, None, external=False))
+    copied = path("resnet50_cp.onnx")
+    if not os.path.exists(copied):
+        shutil.copyfile(resnet, copied)  # the same bytes, written by cp's way (4 KiB pages, issue 39)
+    resnet_ext = once(path("resnet50_ext.onnx"), lambda p: save_model(p, None, external=True))
+    rows = [Row(1, "ResNet-50 shape -> QOp, input by onnx.save", resnet, qop),
+            Row(2, "ResNet-50 shape -> QOp, input by cp", copied, qop),
+            Row(3, "ResNet-50 shape -> QOp, data file beside", resnet_ext, qop),
+            Row(4, "ResNet-50 shape -> QOp, input by onnx.save, cold", resnet, qop, cold=True),
+            Row(5, "ResNet-50 shape -> QOp, input by cp, cold", copied, qop, cold=True),
+            Row(6, "ResNet-50 shape -> QOp, data file beside, cold", resnet_ext, qop, cold=True)]
+    chain = once(path("chain500.onnx"), lambda p: held_out.conv_chain(p, 500 * 10**6, external=False))
+    chain_ext = once(path("chain500_ext.onnx"), lambda p: held_out.conv_chain(p, 500 * 10**6, external=True))
+    rows += [Row(7, "500 MB conv chain -> QOp, inline", chain, qop),
+             Row(8, "500 MB conv chain -> QOp, external data", chain_ext, qop)]
+    n = 9
+    for block in (32, 128):
+        for zp in (False, True):
+            tag = f"block {block}, {'zero points' if zp else 'no zero points'}"
+            nb = once(path(f"nbits{block}{'z' if zp else ''}.onnx"), lambda p: held_out.int4_llm(p, "nbits", block, zp))
+            st = once(path(f"std{block}{'z' if zp else ''}.onnx"), lambda p: held_out.int4_llm(p, "standard", block, zp))
+            rows += [Row(n, f"1 GiB int4 LLM, {tag}: MatMulNBits -> QDQ", nb, ["--format", "qdq"]),
+                     Row(n + 1, f"1 GiB int4 LLM, {tag}: QDQ -> MatMulNBits", st, ["--format", "qop", "--contrib"])]
+            n += 2
+    for zp in (False, True):
+        ort = once(path(f"ort32{'z' if zp else ''}.onnx"), lambda p: held_out.int4_llm(p, "ort", 32, zp))
+        rows.append(Row(n, f"1 GiB int4 LLM, onnxruntime's QDQ form, {'uint4 + zero points' if zp else 'int4'}, "
+                           "block 32 -> MatMulNBits", ort, ["--format", "qop", "--contrib"]))
+        n += 1
+    rows.append(Row(n + 1, "the bundled example -> QOp", EXAMPLE, qop))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=21, help="runs of the rows under 100 MB")
+    ap.add_argument("--large-runs", type=int, default=5, help="runs of the 500 MB and 1 GiB rows")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--baseline", help="the qconv before a change, timed in turns with this one")
+    ap.add_argument("--rows", default="1-20", help="which rows, as 1-6,9,19")
+    ap.add_argument("--stages", action="store_true", help="also each stage's time for rows 1 and 9")
+    ap.add_argument("--work", help="folder for the models (kept; default: a temporary folder)")
+    ap.add_argument("--markdown", help="also write the tables to this file")
+    args = ap.parse_args()
+    wanted = set()
+    for part in args.rows.split(","):
+        a, _, b = part.partition("-")
+        wanted.update(range(int(a), int(b or a) + 1))
+    work = benchenv.work_dir(args.work, "qconv-copy-floor-")
+    tools = {"qconv": os.path.join(work, "qconv")}
+    shutil.copyfile(os.path.join(args.build, "tools", "qconv"), tools["qconv"])
+    if args.baseline:
+        tools["baseline"] = os.path.join(work, "baseline")
+        shutil.copyfile(args.baseline, tools["baseline"])
+    for b in tools.values():
+        os.chmod(b, 0o755)
+    rows = [r for r in models(work) if r.number in wanted]
+    names = ["cp", *tools]
+    head = "| # | row | MiB | " + " | ".join(f"{n} CPU ms" for n in names) + " | " + \
+           " | ".join(f"{n} x cp" for n in tools) + " | " + " | ".join(f"{n} wall x cp" for n in tools) + \
+           " | " + " | ".join(f"{n} RSS MiB" for n in tools) + " |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    results = {}
+    for row in rows:
+        runs = args.large_runs if held_out.size_of(row.model) > 100 << 20 else args.runs
+        res = measure(row, tools, work, runs)
+        results[row.number] = res
+        mib = held_out.size_of(row.model) / 2**20
+        line = (f"| {row.number} | {row.title} | {mib:.0f} | " + " | ".join(f"{res[n]['cpu']:.1f}" for n in names) + " | " +
+                " | ".join(f"{res[n]['cpu'] / res['cp']['cpu']:.2f}" for n in tools) + " | " +
+                " | ".join(f"{res[n]['wall'] / res['cp']['wall']:.2f}" for n in tools) + " | " +
+                " | ".join(f"{res[n]['rss']:.0f}" for n in tools) + " |")
+        lines.append(line)
+        print(line, flush=True)
+    if 19 in wanted:
+        res = version_row(tools, args.runs * 10)
+        lines.append("| 19 | `qconv --version` (against `cp` of the bundled example) | - | " +
+                     " | ".join(f"{res[n]['cpu']:.2f}" for n in names) + " | " +
+                     " | ".join(f"{res[n]['cpu'] / res['cp']['cpu']:.2f}" for n in tools) + " | " +
+                     " | ".join(f"{res[n]['wall'] / res['cp']['wall']:.2f}" for n in tools) + " | " +
+                     " | ".join(f"{res[n]['rss']:.0f}" for n in tools) + " |")
+        print(lines[-1], flush=True)
+    version = subprocess.run([tools["qconv"], "--version"], capture_output=True, text=True, check=True).stdout.split("\n")[0]
+    if args.baseline:
+        version += "; baseline: " + subprocess.run([tools["baseline"], "--version"], capture_output=True, text=True,
+                                                   check=True).stdout.split("\n")[0]
+    cpu = "VNNI" if any(f in open("/proc/cpuinfo").read() for f in ("avx512_vnni", "avx_vnni")) else "no VNNI"
+    text = [f"Machine: {platform.machine()}, {os.cpu_count()} cores ({cpu}), {platform.platform()}; {version}; "
+            f"medians of {args.runs} runs (rows under 100 MB; --version 10x as many) and {args.large_runs} (the rest)", ""]
+    text += lines
+    if args.stages:
+        for row in rows:
+            if row.number in (1, 9, 10):
+                text += ["", f"Where the time goes, row {row.number} ({row.title}), --report's stages over 1%, median of "
+                             f"{args.runs if row.number == 1 else args.large_runs} runs:", "", "| stage | ms |", "|---|---:|"]
+                text += [f"| {k} | {v:.1f} |" for k, v in stages(tools["qconv"], row, work,
+                                                                  args.runs if row.number == 1 else args.large_runs)]
+    out = "\n".join(text) + "\n"
+    print(out)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(out)
+
+
+if __name__ == "__main__":
+    main()
