@@ -86,13 +86,13 @@ std::vector<int64_t> knownDims(const ir::Value* v) { return ir::knownDims(*v).va
 /// Whether every scale is finite, nonzero, of a sign allowed and (unless `subnormal_ok`) normal:
 /// one pass over the bits without a branch, which the compiler vectorizes (an LLM's blocked
 /// scales are hundreds of MiB); the loop after it finds which one is not, when one is not.
-bool allValidScales(const std::vector<float>& scale, bool negative_ok, bool subnormal_ok) {
+bool allValidScales(const float* scale, size_t size, bool negative_ok, bool subnormal_ok) {
   const uint32_t least = subnormal_ok ? 1u : 0x00800000u;  // the smallest magnitude allowed
   const uint32_t sign = negative_ok ? 0u : 0x80000000u;
   uint32_t bad = 0;
-  for (const float f : scale) {
+  for (size_t i = 0; i < size; ++i) {
     uint32_t b;
-    std::memcpy(&b, &f, 4);
+    std::memcpy(&b, scale + i, 4);
     const uint32_t magnitude = b & 0x7fffffffu;
     bad |= (b & sign) | static_cast<uint32_t>(magnitude < least) | static_cast<uint32_t>(magnitude >= 0x7f800000u);
   }
@@ -102,27 +102,37 @@ bool allValidScales(const std::vector<float>& scale, bool negative_ok, bool subn
 std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) {
   const ir::Node& n = *s.node;
   if (!s.scale->isConstant()) return std::nullopt;
+  // an e8m0 scale (a power of two) only multiplies: 2^-127, a float subnormal, is a valid one
+  const bool e8m0 = s.scale->initializer()->data_type() == TensorProto::FLOAT8E8M0;
+  // a blocked weight's scale may be negative (onnxruntime's symmetric weight-only quantizer
+  // writes each block's sign into it): a DequantizeLinear only multiplies by it
+  const bool negative_ok = s.block_size != 0 && n.opType() == "DequantizeLinear";
+  // the first invalid one of `count` scales from index `base`, said; false when there is one
+  auto judge = [&](const float* scale, size_t count, uint64_t base) {
+    if (allValidScales(scale, count, negative_ok, e8m0)) return true;  // the usual case, branch-free
+    for (size_t i = 0; i < count; ++i) {
+      const float f = scale[i];
+      const char* what = !std::isfinite(f) ? "not finite" : f == 0 || (f < 0 && !negative_ok) ? "not positive"
+                         : !e8m0 && std::fpclassify(f) == FP_SUBNORMAL ? "subnormal (1 / scale overflows float)" : nullptr;
+      if (what) {
+        out.add("scale-invalid", n, s.tensor,
+                fmt::format("{} scale '{}'[{}] is {}: {}", s.role, s.scale->name(), base + i, f, what));
+        return false;
+      }
+    }
+    return true;
+  };
+  // a blocked or packed site's scales (an lm_head's at block 32 are hundreds of MiB): in pieces
+  if ((s.block_size != 0 || s.packed) &&
+      ir::forFloatPieces(*s.scale, [&](uint64_t first, const float* v, size_t count) { return judge(v, count, first); }))
+    return std::nullopt;  // such a site's later checks read no values
   std::string why;
   auto scale = ir::readWidenedFloats(*s.scale, &why);
   if (!scale) {
     out.add("scale-invalid", n, s.tensor, fmt::format("scale '{}': {}", s.scale->name(), why));
     return std::nullopt;
   }
-  // an e8m0 scale (a power of two) only multiplies: 2^-127, a float subnormal, is a valid one
-  const bool e8m0 = s.scale->initializer()->data_type() == TensorProto::FLOAT8E8M0;
-  // a blocked weight's scale may be negative (onnxruntime's symmetric weight-only quantizer
-  // writes each block's sign into it): a DequantizeLinear only multiplies by it
-  const bool negative_ok = s.block_size != 0 && n.opType() == "DequantizeLinear";
-  if (allValidScales(*scale, negative_ok, e8m0)) return scale;  // the usual case, branch-free
-  for (size_t i = 0; i < scale->size(); ++i) {
-    const float f = (*scale)[i];
-    const char* what = !std::isfinite(f) ? "not finite" : f == 0 || (f < 0 && !negative_ok) ? "not positive"
-                       : !e8m0 && std::fpclassify(f) == FP_SUBNORMAL ? "subnormal (1 / scale overflows float)" : nullptr;
-    if (what) {
-      out.add("scale-invalid", n, s.tensor, fmt::format("{} scale '{}'[{}] is {}: {}", s.role, s.scale->name(), i, f, what));
-      break;
-    }
-  }
+  judge(scale->data(), scale->size(), 0);
   return scale;
 }
 
@@ -146,6 +156,12 @@ int64_t checkZeroPoint(const QuantSite& s, Findings& out) {
   }
   if (ir::isFloatQuantType(zt)) {  // float8 / float4: any value of the type is one
     auto count = ir::numElements(*s.zero_point->initializer());
+    return count ? *count : -1;
+  }
+  // Stored as bytes (raw_data or a file, whose length the reader checked), every value is one
+  // of its type's: only a typed field (int32_data) can hold one outside. An LLM's are not read.
+  if (const auto& t = *s.zero_point->initializer(); t.has_raw_data() || t.data_location() == TensorProto::EXTERNAL) {
+    auto count = ir::numElements(t);
     return count ? *count : -1;
   }
   std::string why;

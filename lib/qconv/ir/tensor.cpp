@@ -114,6 +114,21 @@ std::string storageProblem(const Value& v) {
   return {};
 }
 
+bool forFloatPieces(const Value& v, const std::function<bool(uint64_t, const float*, size_t)>& fn) {
+  const TensorProto* t = v.initializer();
+  const FileBytes& file = v.fileBytes();
+  if (!t || t->data_type() != TensorProto::FLOAT || t->data_location() != TensorProto::EXTERNAL || !file ||
+      file.length <= kFloatPieceBytes || file.length % 4 != 0)
+    return false;
+  std::vector<float> piece(size_t{1} << 20);
+  for (uint64_t at = 0; at < file.length; at += piece.size() * 4) {
+    const uint64_t n = std::min<uint64_t>(piece.size() * 4, file.length - at);
+    file.source->read(file.span, at, n, reinterpret_cast<char*>(piece.data()));
+    if (!fn(at / 4, piece.data(), static_cast<size_t>(n / 4))) break;
+  }
+  return true;
+}
+
 std::string loadBytes(const FileBytes& bytes) {
   QCONV_ASSERT(bytes, "loadBytes: a tensor that is not file-backed");
   std::string out(bytes.length, '\0');

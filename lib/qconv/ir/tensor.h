@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,6 +100,16 @@ bool storageBytes(const onnx::TensorProto& t, const FileBytes& file, std::string
 /// All the bytes of a file-backed tensor, read through its source (which throws Error(BadInput),
 /// naming the file, when they cannot be read).
 std::string loadBytes(const FileBytes& bytes);
+
+/// Float32 constants past this many bytes (an LLM's largest blocked scales) are read in pieces
+/// by those who can (forFloatPieces), never whole.
+inline constexpr uint64_t kFloatPieceBytes = uint64_t{16} << 20;
+
+/// For a file-backed float32 constant of more than kFloatPieceBytes: `fn(first, values, count)`
+/// on its values, 1 Mi of them at a time in order, until it returns false; the values are
+/// little-endian as stored (every host qconv builds for). False, calling nothing, for any other
+/// tensor: read it whole. A file that cannot be read throws (ByteSource::read).
+bool forFloatPieces(const Value& v, const std::function<bool(uint64_t, const float*, size_t)>& fn);
 
 /// Sequential reader of a tensor of one byte per element (INT8, UINT8), so that a weight of any
 /// size is read in bounded memory: raw_data in place, a file-backed tensor in place where its

@@ -310,7 +310,14 @@ void recycle(ir::ByteKeeper* keeper, std::string bytes) {
 ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
                          std::unique_ptr<TensorProto> t, std::string bytes) {
   if (!keeper || bytes.size() < (size_t{1} << 20)) {
-    t->set_raw_data(std::move(bytes));
+    if (bytes.capacity() > bytes.size() + bytes.size() / 4) {
+      // a recycled buffer (an 8 MiB weight's, holding 512 KiB of scales): the model holds only
+      // the bytes, and the buffer goes back (kept inline whole, 100 of them held 300 MiB)
+      t->set_raw_data(bytes.data(), bytes.size());
+      recycle(keeper, std::move(bytes));
+    } else {
+      t->set_raw_data(std::move(bytes));
+    }
     return graph.addInitializer(hint, std::move(t));
   }
   t->set_name(hint);
@@ -318,6 +325,54 @@ ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::st
   ir::Value* v = graph.newValue(hint, t->data_type());
   graph.setInitializer(v, std::move(t), kept);
   return v;
+}
+
+ir::Value* transposedTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
+                            std::unique_ptr<TensorProto> t, const ir::Value& v, uint64_t in_stride, uint64_t rows,
+                            uint64_t cols, uint64_t out_stride, int bits, unsigned flip, std::string* why) {
+  const uint64_t width = bits == 4 ? 0 : static_cast<uint64_t>(bits) / 8;  // bytes an element (0: half of one)
+  QCONV_ASSERT(bits == 4 ? rows % 2 == 0 && cols % 2 == 0 && in_stride >= cols / 2 && out_stride >= rows / 2
+                         : (width == 1 || width == 2 || width == 4 || width == 8) && in_stride == cols * width &&
+                               out_stride == rows * width,
+               "transposedTensor: {} x {} of {} bits, strides {} -> {}", rows, cols, bits, in_stride, out_stride);
+  const uint64_t length = cols * out_stride;
+  const bool padded = bits == 4 && out_stride > rows / 2;
+  const ir::FileBytes& file = v.fileBytes();
+  if (length <= kWholeBytes || !keeper || !file || v.initializer()->data_location() != TensorProto::EXTERNAL) {
+    std::string out = buffer(keeper, length, padded);
+    if (bits == 4) {
+      if (!transposeNibblesOf(v, in_stride, rows, cols, out, out_stride, flip, why)) return nullptr;
+    } else {
+      std::string in = rawBytes(v, why, keeper);
+      if (!why->empty()) return nullptr;
+      transposeElements(in, rows, cols, width, out);
+      recycle(keeper, std::move(in));
+    }
+    return addMadeTensor(graph, keeper, hint, std::move(t), std::move(out));
+  }
+  // A piece is the output's rows [c0, c0 + per): column c0.. of every input row, one read a row.
+  uint64_t per = std::max<uint64_t>(1, kWholeBytes / out_stride);
+  if (bits == 4) per = std::max<uint64_t>(2, per / 2 * 2);
+  const uint64_t at_byte = bits == 4 ? 1 : 2 * width;  // twice the bytes of a column
+  std::string gather;
+  uint64_t c0 = 0;
+  t->set_name(hint);
+  const ir::FileBytes kept = keeper->keepPieces(*t, length, [&](std::string& piece) {
+    const uint64_t n = std::min(per, cols - c0), row_bytes = n * at_byte / 2;
+    gather.resize(rows * row_bytes);
+    for (uint64_t r = 0; r < rows; ++r)
+      file.source->read(file.span, r * in_stride + c0 * at_byte / 2, row_bytes, gather.data() + r * row_bytes);
+    piece = keeper->buffer(n * out_stride);
+    if (padded) std::fill(piece.begin(), piece.end(), '\0');
+    if (bits == 4)
+      transposeNibbles(gather, row_bytes, rows, n, piece, out_stride, flip);
+    else
+      transposeElements(gather, rows, n, width, piece);
+    c0 += n;
+  });
+  ir::Value* made = graph.newValue(hint, t->data_type());
+  graph.setInitializer(made, std::move(t), kept);
+  return made;
 }
 
 std::string rawBytes(const ir::Value& v, std::string* why, ir::ByteKeeper* keeper) {

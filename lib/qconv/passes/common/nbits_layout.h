@@ -73,6 +73,22 @@ void recycle(ir::ByteKeeper* keeper, std::string bytes);
 ir::Value* addMadeTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
                          std::unique_ptr<onnx::TensorProto> t, std::string bytes);
 
+/// Tensors up to this many bytes are repacked whole; larger ones in pieces (transposedTensor).
+inline constexpr uint64_t kWholeBytes = uint64_t{32} << 20;
+
+/// A new initializer of `t` (type and dims set) holding the transpose of constant `v`: `v` read
+/// as `rows` rows of `cols` elements, `in_stride` bytes apart; the new tensor's row c is v's
+/// column c, `out_stride` bytes long (bytes past rows' elements zero). `bits` 4: two elements a
+/// byte, each XORed with `flip` (rows and cols even); 8, 16, 32 or 64: whole elements, rows
+/// packed (in_stride = cols * width, out_stride = rows * width). Up to kWholeBytes it is made
+/// whole (addMadeTensor); a larger one, when `v` is file-backed and there is a keeper, goes to
+/// the keeper in pieces of kWholeBytes, each read from the file a piece's columns at a time, so
+/// that the memory a repack takes does not grow with the weight (a 2 GiB lm_head too).
+/// False with *why when `v`'s bytes cannot be read.
+ir::Value* transposedTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
+                            std::unique_ptr<onnx::TensorProto> t, const ir::Value& v, uint64_t in_stride, uint64_t rows,
+                            uint64_t cols, uint64_t out_stride, int bits, unsigned flip, std::string* why);
+
 /// The bytes of a constant as raw_data would hold them, from any storage (ir::storageBytes).
 /// Empty with *why when it cannot. A file's bytes are read into a buffer(keeper, ...).
 std::string rawBytes(const ir::Value& v, std::string* why, ir::ByteKeeper* keeper = nullptr);

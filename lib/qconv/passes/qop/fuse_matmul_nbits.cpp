@@ -110,59 +110,61 @@ struct FuseMatMulNBits {
     const unsigned offset = g.is_signed ? 1u << (g.bits - 1) : 0u;  // signed: stored as q + 2^(bits-1)
     const ir::Value *x = g.dq->input(0), *scale = g.dq->input(1), *zero = g.dq->input(2);
     std::string why;
-    std::vector<int64_t> zeros;  // zero[b, n], as stored in MatMulNBits (unsigned)
-    if (zero) {
-      auto z = ir::readInts(*zero, &why);
-      QCONV_ASSERT(z, "fuse-matmul-nbits: {}", why);
-      zeros = std::move(*z);
-    }
-    auto zeroAt = [&](uint64_t blk, uint64_t col) -> unsigned {
-      return static_cast<unsigned>((zeros.empty() ? 0 : zeros[blk * N + col]) + offset);
-    };
     // B[n, b, j]: row n holds column n of x, K elements padded with zeros to k_blocks *
     // block_size (the kernel reads K of them; onnxruntime's quantizer pads so)
     const uint64_t padded = blocks * block;
     const bool whole_bytes = g.bits == 4 && K % 2 == 0 && N % 2 == 0;  // the fast path: whole bytes, in tiles
-    std::string b = nbits::buffer(keeper, (N * padded * bits + 7) / 8, !whole_bytes || padded != K);
-    if (whole_bytes) {  // it writes every byte of a row but the padding
-      const bool read = nbits::transposeNibblesOf(*x, N / 2, K, N, b, padded / 2, offset, &why);
-      QCONV_ASSERT(read, "fuse-matmul-nbits: {}", why);
+    auto bt = std::make_unique<TensorProto>();
+    bt->set_data_type(TensorProto::UINT8);
+    for (int64_t d : {g.N, static_cast<int64_t>(blocks), g.block * g.bits / 8}) bt->add_dims(d);
+    std::vector<ir::Value*> in;
+    if (whole_bytes) {  // it writes every byte of a row but the padding; in pieces past nbits::kWholeBytes
+      in.push_back(nbits::transposedTensor(graph, keeper, x->name() + "_nbits", std::move(bt), *x, N / 2, K, N, padded / 2, 4,
+                                           offset, &why));
+      QCONV_ASSERT(in.back(), "fuse-matmul-nbits: {}", why);
     } else {
+      std::string b = nbits::buffer(keeper, (N * padded * bits + 7) / 8, true);
       std::string xb = nbits::rawBytes(*x, &why, keeper);
       QCONV_ASSERT(why.empty(), "fuse-matmul-nbits: {}", why);
       for (uint64_t col = 0; col < N; ++col)
         for (uint64_t k = 0; k < K; ++k)  // a signed q is stored as q + 2^(bits-1): its bits plus the offset, mod 2^bits
           nbits::pack(b, col * padded + k, g.bits, (nbits::unpack(xb, k * N + col, g.bits) + offset) & ((1u << g.bits) - 1));
       nbits::recycle(keeper, std::move(xb));
+      in.push_back(nbits::addMadeTensor(graph, keeper, x->name() + "_nbits", std::move(bt), std::move(b)));
     }
-    auto bt = std::make_unique<TensorProto>();
-    bt->set_data_type(TensorProto::UINT8);
-    for (int64_t d : {g.N, static_cast<int64_t>(blocks), g.block * g.bits / 8}) bt->add_dims(d);
     // scales[n, b] = scale[b, n]
-    std::string sb = nbits::rawBytes(*scale, &why, keeper);
-    QCONV_ASSERT(why.empty(), "fuse-matmul-nbits: {}", why);
     const size_t w = ir::byteWidth(scale->initializer()->data_type());
-    std::string st = nbits::buffer(keeper, sb.size(), false);  // every byte is written
-    nbits::transposeElements(sb, blocks, N, w, st);
-    nbits::recycle(keeper, std::move(sb));
     auto scales = std::make_unique<TensorProto>();
     scales->set_data_type(scale->initializer()->data_type());
     scales->add_dims(g.N);
     scales->add_dims(static_cast<int64_t>(blocks));
-    std::vector<ir::Value*> in{nbits::addMadeTensor(graph, keeper, x->name() + "_nbits", std::move(bt), std::move(b)),
-                               nbits::addMadeTensor(graph, keeper, scale->name() + "_nbits", std::move(scales), std::move(st))};
-    if (!zeros.empty() || !g.is_signed) {  // the default zero point is 2^(bits-1): a signed weight at 0
-      // a row's slots past k_blocks hold the default, 2^(bits-1), as onnxruntime's quantizer writes them
+    in.push_back(nbits::transposedTensor(graph, keeper, scale->name() + "_nbits", std::move(scales), *scale, N * w, blocks, N,
+                                         blocks * w, static_cast<int>(8 * w), 0, &why));
+    QCONV_ASSERT(in.back(), "fuse-matmul-nbits: {}", why);
+    if (zero || !g.is_signed) {  // the default zero point is 2^(bits-1): a signed weight at 0
       const uint64_t row = (blocks * bits + 7) / 8, slots = row * (8 / bits);
-      std::string zp(N * row, '\0');
-      for (uint64_t col = 0; col < N; ++col)
-        for (uint64_t slot = 0; slot < slots; ++slot)
-          nbits::pack(zp, col * slots + slot, g.bits, slot < blocks ? zeroAt(slot, col) : 1u << (g.bits - 1));
       auto zt = std::make_unique<TensorProto>();
       zt->set_data_type(TensorProto::UINT8);
       zt->add_dims(g.N);
       zt->add_dims(static_cast<int64_t>(row));
-      in.push_back(nbits::addMadeTensor(graph, keeper, x->name() + "_nbits_zero_points", std::move(zt), std::move(zp)));
+      const std::string hint = x->name() + "_nbits_zero_points";
+      if (zero && g.bits == 4 && blocks % 2 == 0 && N % 2 == 0) {  // no slot past k_blocks: in tiles, in pieces past kWholeBytes
+        in.push_back(nbits::transposedTensor(graph, keeper, hint, std::move(zt), *zero, N / 2, blocks, N, row, 4, offset, &why));
+        QCONV_ASSERT(in.back(), "fuse-matmul-nbits: {}", why);
+      } else {
+        // zero[b, n] as stored in MatMulNBits (unsigned): x's type's bits plus the offset
+        const std::string zb = zero ? nbits::rawBytes(*zero, &why) : std::string();
+        QCONV_ASSERT(why.empty(), "fuse-matmul-nbits: {}", why);
+        auto zeroAt = [&](uint64_t blk, uint64_t col) -> unsigned {
+          return ((zero ? nbits::unpack(zb, blk * N + col, g.bits) : 0u) + offset) & ((1u << g.bits) - 1);
+        };
+        // a row's slots past k_blocks hold the default, 2^(bits-1), as onnxruntime's quantizer writes them
+        std::string zp(N * row, '\0');
+        for (uint64_t col = 0; col < N; ++col)
+          for (uint64_t slot = 0; slot < slots; ++slot)
+            nbits::pack(zp, col * slots + slot, g.bits, slot < blocks ? zeroAt(slot, col) : 1u << (g.bits - 1));
+        in.push_back(nbits::addMadeTensor(graph, keeper, hint, std::move(zt), std::move(zp)));
+      }
     }
     return in;
   }

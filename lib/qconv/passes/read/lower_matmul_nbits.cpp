@@ -150,49 +150,53 @@ struct LowerMatMulNBits {
     x->add_dims(s.K);
     x->add_dims(s.N);
     const bool whole_bytes = s.bits == 4 && K % 2 == 0 && N % 2 == 0;  // the fast path: whole bytes, in tiles
-    std::string packed = nbits::buffer(keeper, (K * N * static_cast<uint64_t>(s.bits) + 7) / 8, !whole_bytes);
-    if (whole_bytes) {  // it writes every byte
-      const bool read = nbits::transposeNibblesOf(*n.input(1), padded / 2, N, K, packed, N / 2, offset, &why);
-      QCONV_ASSERT(read, "lower-matmul-nbits: {}", why);
+    ir::Value* xv = nullptr;
+    if (whole_bytes) {  // in pieces past nbits::kWholeBytes
+      xv = nbits::transposedTensor(graph, keeper, n.input(1)->name() + "_x", std::move(x), *n.input(1), padded / 2, N, K,
+                                   N / 2, 4, offset, &why);
+      QCONV_ASSERT(xv, "lower-matmul-nbits: {}", why);
     } else {
+      std::string packed = nbits::buffer(keeper, (K * N * static_cast<uint64_t>(s.bits) + 7) / 8, true);
       std::string b = nbits::rawBytes(*n.input(1), &why, keeper);
       QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
       for (uint64_t col = 0; col < N; ++col)
         for (uint64_t k = 0; k < K; ++k)
           nbits::pack(packed, k * N + col, s.bits, (nbits::unpack(b, col * padded + k, s.bits) - offset) & ((1u << s.bits) - 1));
       nbits::recycle(keeper, std::move(b));
+      xv = nbits::addMadeTensor(graph, keeper, n.input(1)->name() + "_x", std::move(x), std::move(packed));
     }
 
     // scale[b, n] = scales[n * k_blocks + b], in the scales' own type
     const ir::Value* scales = n.input(2);
-    std::string sb = nbits::rawBytes(*scales, &why, keeper);
-    QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
     const size_t w = ir::byteWidth(scales->initializer()->data_type());
     auto scale = std::make_unique<TensorProto>();
     scale->set_data_type(scales->initializer()->data_type());
     scale->add_dims(s.blocks);
     scale->add_dims(s.N);
-    std::string st = nbits::buffer(keeper, sb.size(), false);  // every byte is written
-    nbits::transposeElements(sb, N, blocks, w, st);
-    nbits::recycle(keeper, std::move(sb));
-
-    std::vector<ir::Value*> dq_in{nbits::addMadeTensor(graph, keeper, n.input(1)->name() + "_x", std::move(x),
-                                                       std::move(packed)),
-                                  nbits::addMadeTensor(graph, keeper, scales->name() + "_blocked",
-                                                       std::move(scale), std::move(st))};
+    ir::Value* sv = nbits::transposedTensor(graph, keeper, scales->name() + "_blocked", std::move(scale), *scales, blocks * w,
+                                            N, blocks, N * w, static_cast<int>(8 * w), 0, &why);
+    QCONV_ASSERT(sv, "lower-matmul-nbits: {}", why);
+    std::vector<ir::Value*> dq_in{xv, sv};
     if (has_zp) {  // zero[b, n] = zero_points' element b of row n
-      const std::string zb = nbits::rawBytes(*n.input(3), &why);
-      QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
       const uint64_t row = (blocks * static_cast<uint64_t>(s.bits) + 7) / 8 * (8 / static_cast<uint64_t>(s.bits));
       auto zero = std::make_unique<TensorProto>();
       zero->set_data_type(nbits::standardType(s.bits, false));
       zero->add_dims(s.blocks);
       zero->add_dims(s.N);
-      std::string zt((blocks * N * static_cast<uint64_t>(s.bits) + 7) / 8, '\0');
-      for (uint64_t col = 0; col < N; ++col)
-        for (uint64_t blk = 0; blk < blocks; ++blk) nbits::pack(zt, blk * N + col, s.bits, nbits::unpack(zb, col * row + blk, s.bits));
-      dq_in.push_back(nbits::addMadeTensor(graph, keeper, n.input(3)->name() + "_blocked", std::move(zero),
-                                           std::move(zt)));
+      const std::string hint = n.input(3)->name() + "_blocked";
+      if (s.bits == 4 && blocks % 2 == 0 && N % 2 == 0) {  // whole bytes: in tiles, and in pieces past kWholeBytes
+        dq_in.push_back(nbits::transposedTensor(graph, keeper, hint, std::move(zero), *n.input(3), blocks / 2, N, blocks, N / 2,
+                                                4, 0, &why));
+        QCONV_ASSERT(dq_in.back(), "lower-matmul-nbits: {}", why);
+      } else {
+        const std::string zb = nbits::rawBytes(*n.input(3), &why);
+        QCONV_ASSERT(why.empty(), "lower-matmul-nbits: {}", why);
+        std::string zt((blocks * N * static_cast<uint64_t>(s.bits) + 7) / 8, '\0');
+        for (uint64_t col = 0; col < N; ++col)
+          for (uint64_t blk = 0; blk < blocks; ++blk)
+            nbits::pack(zt, blk * N + col, s.bits, nbits::unpack(zb, col * row + blk, s.bits));
+        dq_in.push_back(nbits::addMadeTensor(graph, keeper, hint, std::move(zero), std::move(zt)));
+      }
     }
     ir::Node* dq = graph.createNode("DequantizeLinear", "", dq_in, 1, &n);
     setIntAttribute(*dq, "axis", 0);
