@@ -15,7 +15,8 @@ row beside `cp` of its input's files and, with --baseline BIN, the qconv before 
  19-20  `qconv --version` and the bundled example -> QOp (nothing slower elsewhere).
 
 Each command is a whole process (posix_spawn), writing a new output (the last one removed and
-dirty pages synced before each run, untimed); the commands of a row take turns in a new order
+dirty pages synced before each run, untimed; before each row the other rows' models leave the
+page cache and this row's are read into it); the commands of a row take turns in a new order
 each round; CPU time is user + system (wait4's rusage), wall time from spawn to exit; medians.
 Peak RSS (GNU time's %M) from one run more, untimed. The binaries are copied into the work folder
 first: how the linker wrote a binary shapes the cost of exec (docs/benchmarks.md, issue 46).
@@ -38,7 +39,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchenv  # noqa: E402  (.venv and a built qconv, checked first)
@@ -47,6 +47,7 @@ benchenv.require()
 
 import held_out  # noqa: E402
 from bench_convert import save_model  # noqa: E402  (the ResNet-50-shape QDQ model)
+from bench_floor import spawn  # noqa: E402  (a whole process: CPU and wall seconds)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "test_data", "examples", "small_cnn_qdq.onnx")
@@ -71,22 +72,6 @@ def remove_output(out: str) -> None:
             os.unlink(os.path.join(folder, name))
 
 
-def spawn(argv: list[str]) -> tuple[float, float]:
-    """One whole process: (CPU seconds, wall seconds); a failure stops the benchmark."""
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        start = time.perf_counter()
-        pid = os.posix_spawn(argv[0], argv, os.environ,
-                             file_actions=[(os.POSIX_SPAWN_DUP2, null, 1), (os.POSIX_SPAWN_DUP2, null, 2)])
-        _, status, ru = os.wait4(pid, 0)
-        wall = time.perf_counter() - start
-    finally:
-        os.close(null)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"failed ({os.waitstatus_to_exitcode(status)}): {' '.join(argv)}")
-    return ru.ru_utime + ru.ru_stime, wall
-
-
 class Row:
     """One row of the table: its input's files, and per command (cp, qconv, baseline) the argv
     and the output it writes."""
@@ -105,7 +90,24 @@ class Row:
         return cmds
 
 
+def only_this_cached(row: Row, work: str) -> None:
+    """The other rows' models out of the page cache and this row's read in (untimed): ten 1 GiB
+    models cached at once left 24 GiB nearly full, and every page a run allocated was reclaimed
+    from another first (CPU times of one command varied 5x between runs)."""
+    mine = set(held_out.files_of(row.model))
+    for name in os.listdir(work):
+        path = os.path.join(work, name)
+        if os.path.isfile(path) and path not in mine and (name.endswith(".onnx") or name.endswith(".data")):
+            drop([path])
+    for f in mine:
+        with open(f, "rb") as src:
+            while src.read(64 << 20):
+                pass
+
+
 def measure(row: Row, tools: dict[str, str], work: str, runs: int) -> dict[str, dict[str, float]]:
+    os.sync()
+    only_this_cached(row, work)
     cmds = row.commands(tools, work)
     cpu: dict[str, list[float]] = {k: [] for k in cmds}
     wall: dict[str, list[float]] = {k: [] for k in cmds}
