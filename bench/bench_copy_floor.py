@@ -12,7 +12,8 @@ row beside `cp` of its input's files and, with --baseline BIN, the qconv before 
         form -> MatMulNBits (--format qop --contrib);
  17-18  onnxruntime's QDQ blocked form (MatMulNBitsQuantizer's names and types, onnx.save's
         unaligned data file; symmetric int4 and asymmetric uint4) -> MatMulNBits;
- 19-20  `qconv --version` and the bundled example -> QOp (nothing slower elsewhere).
+ 19-21  `qconv --version`, the bundled example -> QOp, and a batch of 100 of them in one process
+        (`--out-dir`) beside one `cp` of them all (nothing slower elsewhere).
 
 Each command is a whole process (posix_spawn), writing a new output (the last one removed and
 dirty pages synced before each run, untimed; before each row the other rows' models leave the
@@ -24,7 +25,7 @@ With --stages, where each millisecond of the ResNet-50 shape and the LLM goes (-
 times, median of the runs).
 
     .venv/bin/python bench/bench_copy_floor.py [--baseline BIN] [--runs 21] [--large-runs 5]
-                                               [--rows 1-20] [--stages] [--work DIR] [--markdown FILE]
+                                               [--rows 1-21] [--stages] [--work DIR] [--markdown FILE]
 
 Not a test: nothing here asserts a time (the memory bound is tests/integration/test_memory_bound.py).
 """
@@ -152,6 +153,40 @@ def version_row(tools: dict[str, str], runs: int) -> dict[str, dict[str, float]]
     return res
 
 
+def batch_row(tools: dict[str, str], work: str, runs: int, count: int = 100) -> dict[str, dict[str, float]]:
+    """`count` copies of the bundled example in one `qconv convert --out-dir` (one `cp` of them
+    all beside): a build pipeline's batch."""
+    src = os.path.join(work, "batch_in")
+    os.makedirs(src, exist_ok=True)
+    inputs = []
+    for i in range(count):
+        inputs.append(os.path.join(src, f"m{i:03d}.onnx"))
+        if not os.path.exists(inputs[-1]):
+            shutil.copyfile(EXAMPLE, inputs[-1])
+    outs = {name: os.path.join(work, f"batch_{name}") for name in ["cp", *tools]}
+    cmds = {"cp": [CP, *inputs, outs["cp"] + "/"],
+            **{n: [b, "convert", "--out-dir", outs[n], *inputs, "--format", "qop", "-q"] for n, b in tools.items()}}
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+    order = list(cmds.items())
+    shuffle = random.Random(count).shuffle
+    for _ in range(runs):
+        shuffle(order)
+        for name, argv in order:
+            shutil.rmtree(outs[name], ignore_errors=True)
+            os.makedirs(outs[name])
+            os.sync()
+            samples[name].append(spawn(argv))
+    res = {}
+    for name, argv in cmds.items():
+        shutil.rmtree(outs[name], ignore_errors=True)
+        os.makedirs(outs[name])
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True)
+        res[name] = {"cpu": statistics.median(s[0] for s in samples[name]) * 1e3,
+                     "wall": statistics.median(s[1] for s in samples[name]) * 1e3, "rss": int(r.stderr.split()[-1]) / 1024}
+        shutil.rmtree(outs[name], ignore_errors=True)
+    return res
+
+
 def stages(binary: str, row: Row, work: str, runs: int) -> list[tuple[str, float]]:
     """Median milliseconds of each stage in --report (the stages over 1% of the run)."""
     out = os.path.join(work, "stages.onnx")
@@ -221,7 +256,7 @@ def main() -> None:
     ap.add_argument("--large-runs", type=int, default=5, help="runs of the 500 MB and 1 GiB rows")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--baseline", help="the qconv before a change, timed in turns with this one")
-    ap.add_argument("--rows", default="1-20", help="which rows, as 1-6,9,19")
+    ap.add_argument("--rows", default="1-21", help="which rows, as 1-6,9,19")
     ap.add_argument("--stages", action="store_true", help="also each stage's time for rows 1 and 9")
     ap.add_argument("--work", help="folder for the models (kept; default: a temporary folder)")
     ap.add_argument("--markdown", help="also write the tables to this file")
@@ -260,6 +295,14 @@ def main() -> None:
         res = version_row(tools, args.runs * 10)
         lines.append("| 19 | `qconv --version` (against `cp` of the bundled example) | - | " +
                      " | ".join(f"{res[n]['cpu']:.2f}" for n in names) + " | " +
+                     " | ".join(f"{res[n]['cpu'] / res['cp']['cpu']:.2f}" for n in tools) + " | " +
+                     " | ".join(f"{res[n]['wall'] / res['cp']['wall']:.2f}" for n in tools) + " | " +
+                     " | ".join(f"{res[n]['rss']:.0f}" for n in tools) + " |")
+        print(lines[-1], flush=True)
+    if 21 in wanted:
+        res = batch_row(tools, work, args.runs)
+        lines.append("| 21 | a batch of 100 bundled examples (`--out-dir`, against one `cp` of them) | - | " +
+                     " | ".join(f"{res[n]['cpu']:.1f}" for n in names) + " | " +
                      " | ".join(f"{res[n]['cpu'] / res['cp']['cpu']:.2f}" for n in tools) + " | " +
                      " | ".join(f"{res[n]['wall'] / res['cp']['wall']:.2f}" for n in tools) + " | " +
                      " | ".join(f"{res[n]['rss']:.0f}" for n in tools) + " |")

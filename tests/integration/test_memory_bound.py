@@ -129,3 +129,15 @@ def test_scales_past_the_piece_bound_are_checked_in_pieces_naming_the_one_wrong(
     assert r.returncode == 0 and "scale-invalid" not in r.stderr + r.stdout, r.stderr
     r = subprocess.run([qconv_bin(), "verify", bad], capture_output=True, text=True)
     assert "scale 'scales'[3000001] is nan: not finite" in r.stderr + r.stdout, r.stderr + r.stdout
+
+
+def test_a_shortened_weight_file_is_bad_input_not_a_signal(tmp_path):
+    """A weight past kWholeBytes whose data file was cut short: exit 3 naming the file, no output
+    (issue 49: no reliability regression from the repack in pieces)."""
+    src, out = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    nbits_model(src, 36864, 4096, 16, None, None)
+    os.truncate(src + ".data", os.path.getsize(src + ".data") // 2)
+    for fmt in (["--format", "qdq"], ["--format", "qop", "--contrib"]):
+        r = subprocess.run([qconv_bin(), "convert", src, out, *fmt], capture_output=True, text=True)
+        assert r.returncode == 3, (r.returncode, r.stderr)
+        assert "in.onnx.data" in r.stderr and not os.path.exists(out), r.stderr
