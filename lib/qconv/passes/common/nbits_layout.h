@@ -84,7 +84,7 @@ inline constexpr uint64_t kWholeBytes = uint64_t{32} << 20;
 /// whole (addMadeTensor); a larger one, when `v` is file-backed and there is a keeper, goes to
 /// the keeper in pieces of kWholeBytes, each read from the file a piece's columns at a time, so
 /// that the memory a repack takes does not grow with the weight (a 2 GiB lm_head too).
-/// False with *why when `v`'s bytes cannot be read.
+/// Null with *why when `v`'s bytes cannot be read.
 ir::Value* transposedTensor(ir::Graph& graph, ir::ByteKeeper* keeper, const std::string& hint,
                             std::unique_ptr<onnx::TensorProto> t, const ir::Value& v, uint64_t in_stride, uint64_t rows,
                             uint64_t cols, uint64_t out_stride, int bits, unsigned flip, std::string* why);
