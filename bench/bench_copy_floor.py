@@ -106,51 +106,49 @@ def only_this_cached(row: Row, work: str) -> None:
                 pass
 
 
+def turns(cmds: dict[str, list[str]], runs: int, seed: int, before) -> dict[str, dict[str, float]]:
+    """Per command: median CPU and wall ms over `runs`, the commands taking turns in a new order
+    each round, `before(name)` run untimed ahead of each; peak RSS (MiB) from one run more under
+    GNU time."""
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
+    order = list(cmds.items())
+    shuffle = random.Random(seed).shuffle
+    for _ in range(runs):
+        shuffle(order)
+        for name, argv in order:
+            before(name)
+            samples[name].append(spawn(argv))
+    res = {}
+    for name, argv in cmds.items():
+        before(name)
+        r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True)
+        res[name] = {"cpu": statistics.median(s[0] for s in samples[name]) * 1e3,
+                     "wall": statistics.median(s[1] for s in samples[name]) * 1e3, "rss": int(r.stderr.split()[-1]) / 1024}
+    return res
+
+
 def measure(row: Row, tools: dict[str, str], work: str, runs: int) -> dict[str, dict[str, float]]:
     os.sync()
     only_this_cached(row, work)
     cmds = row.commands(tools, work)
-    cpu: dict[str, list[float]] = {k: [] for k in cmds}
-    wall: dict[str, list[float]] = {k: [] for k in cmds}
-    order = list(cmds.items())
-    shuffle = random.Random(49 + row.number).shuffle
-    for _ in range(runs):
-        shuffle(order)
-        for name, (argv, out) in order:
-            remove_output(out)
-            os.sync()
-            if row.cold:
-                drop(held_out.files_of(row.model))
-            c, w = spawn(argv)
-            cpu[name].append(c)
-            wall[name].append(w)
-    res = {}
-    for name, (argv, out) in cmds.items():
-        remove_output(out)
+
+    def before(name: str) -> None:
+        remove_output(cmds[name][1])
         os.sync()
-        r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True)
-        res[name] = {"cpu": statistics.median(cpu[name]) * 1e3, "wall": statistics.median(wall[name]) * 1e3,
-                     "rss": int(r.stderr.split()[-1]) / 1024}
+        if row.cold:
+            drop(held_out.files_of(row.model))
+
+    res = turns({k: argv for k, (argv, _) in cmds.items()}, runs, 49 + row.number, before)
+    for _, out in cmds.values():
         remove_output(out)
     return res
 
 
 def version_row(tools: dict[str, str], runs: int) -> dict[str, dict[str, float]]:
-    """`qconv --version` beside `cp` of the bundled example (no output to remove)."""
+    """`qconv --version` beside `cp` of the bundled example (nothing to remove between runs)."""
     out = os.path.join(os.path.dirname(tools["qconv"]), "version_cp.onnx")
-    cmds = {"cp": [CP, EXAMPLE, out], **{name: [b, "--version"] for name, b in tools.items()}}
-    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
-    order = list(cmds.items())
-    for _ in range(runs):
-        random.Random(runs).shuffle(order)
-        for name, argv in order:
-            samples[name].append(spawn(argv))
-    res = {}
-    for name, argv in cmds.items():
-        r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True)
-        res[name] = {"cpu": statistics.median(s[0] for s in samples[name]) * 1e3,
-                     "wall": statistics.median(s[1] for s in samples[name]) * 1e3, "rss": int(r.stderr.split()[-1]) / 1024}
-    return res
+    return turns({"cp": [CP, EXAMPLE, out], **{name: [b, "--version"] for name, b in tools.items()}}, runs, runs,
+                 lambda name: None)
 
 
 def batch_row(tools: dict[str, str], work: str, runs: int, count: int = 100) -> dict[str, dict[str, float]]:
@@ -164,26 +162,17 @@ def batch_row(tools: dict[str, str], work: str, runs: int, count: int = 100) -> 
         if not os.path.exists(inputs[-1]):
             shutil.copyfile(EXAMPLE, inputs[-1])
     outs = {name: os.path.join(work, f"batch_{name}") for name in ["cp", *tools]}
-    cmds = {"cp": [CP, *inputs, outs["cp"] + "/"],
-            **{n: [b, "convert", "--out-dir", outs[n], *inputs, "--format", "qop", "-q"] for n, b in tools.items()}}
-    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
-    order = list(cmds.items())
-    shuffle = random.Random(count).shuffle
-    for _ in range(runs):
-        shuffle(order)
-        for name, argv in order:
-            shutil.rmtree(outs[name], ignore_errors=True)
-            os.makedirs(outs[name])
-            os.sync()
-            samples[name].append(spawn(argv))
-    res = {}
-    for name, argv in cmds.items():
+
+    def fresh(name: str) -> None:
         shutil.rmtree(outs[name], ignore_errors=True)
         os.makedirs(outs[name])
-        r = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True, check=True)
-        res[name] = {"cpu": statistics.median(s[0] for s in samples[name]) * 1e3,
-                     "wall": statistics.median(s[1] for s in samples[name]) * 1e3, "rss": int(r.stderr.split()[-1]) / 1024}
-        shutil.rmtree(outs[name], ignore_errors=True)
+        os.sync()
+
+    res = turns({"cp": [CP, *inputs, outs["cp"] + "/"],
+                 **{n: [b, "convert", "--out-dir", outs[n], *inputs, "--format", "qop", "-q"] for n, b in tools.items()}},
+                runs, count, fresh)
+    for out in outs.values():
+        shutil.rmtree(out, ignore_errors=True)
     return res
 
 
@@ -279,33 +268,26 @@ def main() -> None:
            " | ".join(f"{n} x cp" for n in tools) + " | " + " | ".join(f"{n} wall x cp" for n in tools) + \
            " | " + " | ".join(f"{n} RSS MiB" for n in tools) + " |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    results = {}
-    for row in rows:
-        runs = args.large_runs if held_out.size_of(row.model) > 100 << 20 else args.runs
-        res = measure(row, tools, work, runs)
-        results[row.number] = res
-        mib = held_out.size_of(row.model) / 2**20
-        line = (f"| {row.number} | {row.title} | {mib:.0f} | " + " | ".join(f"{res[n]['cpu']:.1f}" for n in names) + " | " +
+    def line(number: int, title: str, mib: str, res: dict[str, dict[str, float]], digits: int) -> str:
+        return (f"| {number} | {title} | {mib} | " + " | ".join(f"{res[n]['cpu']:.{digits}f}" for n in names) + " | " +
                 " | ".join(f"{res[n]['cpu'] / res['cp']['cpu']:.2f}" for n in tools) + " | " +
                 " | ".join(f"{res[n]['wall'] / res['cp']['wall']:.2f}" for n in tools) + " | " +
                 " | ".join(f"{res[n]['rss']:.0f}" for n in tools) + " |")
-        lines.append(line)
-        print(line, flush=True)
-    if 19 in wanted:
-        res = version_row(tools, args.runs * 10)
-        lines.append("| 19 | `qconv --version` (against `cp` of the bundled example) | - | " +
-                     " | ".join(f"{res[n]['cpu']:.2f}" for n in names) + " | " +
-                     " | ".join(f"{res[n]['cpu'] / res['cp']['cpu']:.2f}" for n in tools) + " | " +
-                     " | ".join(f"{res[n]['wall'] / res['cp']['wall']:.2f}" for n in tools) + " | " +
-                     " | ".join(f"{res[n]['rss']:.0f}" for n in tools) + " |")
-        print(lines[-1], flush=True)
-    if 21 in wanted:
-        res = batch_row(tools, work, args.runs)
-        lines.append("| 21 | a batch of 100 bundled examples (`--out-dir`, against one `cp` of them) | - | " +
-                     " | ".join(f"{res[n]['cpu']:.1f}" for n in names) + " | " +
-                     " | ".join(f"{res[n]['cpu'] / res['cp']['cpu']:.2f}" for n in tools) + " | " +
-                     " | ".join(f"{res[n]['wall'] / res['cp']['wall']:.2f}" for n in tools) + " | " +
-                     " | ".join(f"{res[n]['rss']:.0f}" for n in tools) + " |")
+
+    by_number = {r.number: r for r in rows}
+    for number in sorted(wanted):
+        if number == 19:
+            lines.append(line(19, "`qconv --version` (against `cp` of the bundled example)", "-",
+                              version_row(tools, args.runs * 10), 2))
+        elif number == 21:
+            lines.append(line(21, "a batch of 100 bundled examples (`--out-dir`, against one `cp` of them)", "-",
+                              batch_row(tools, work, args.runs), 1))
+        elif number in by_number:
+            row = by_number[number]
+            runs = args.large_runs if held_out.size_of(row.model) > 100 << 20 else args.runs
+            lines.append(line(number, row.title, f"{held_out.size_of(row.model) / 2**20:.0f}", measure(row, tools, work, runs), 1))
+        else:
+            continue
         print(lines[-1], flush=True)
     version = subprocess.run([tools["qconv"], "--version"], capture_output=True, text=True, check=True).stdout.split("\n")[0]
     if args.baseline:
