@@ -141,3 +141,37 @@ def test_a_shortened_weight_file_is_bad_input_not_a_signal(tmp_path):
         r = subprocess.run([qconv_bin(), "convert", src, out, *fmt], capture_output=True, text=True)
         assert r.returncode == 3, (r.returncode, r.stderr)
         assert "in.onnx.data" in r.stderr and not os.path.exists(out), r.stderr
+
+
+def test_blocked_scales_past_the_piece_bound_are_validated_in_pieces(tmp_path):
+    """A blocked DequantizeLinear whose 20 MiB of scales (external data) hold a 0 in their third
+    piece: validate reads them in pieces (ir::forFloatPieces) and the conversion is exit 3 naming
+    the node, no output; the same scales without the 0 convert."""
+    K, N, block = 20480, 4096, 16
+    rng = np.random.default_rng(5)
+    scales = rng.uniform(0.001, 0.02, (K // block, N)).astype(np.float32)
+
+    def standard(path: str, s: np.ndarray) -> None:
+        loc = os.path.basename(path) + ".data"
+        with open(path + ".data", "wb") as data:
+            inits = [external(data, loc, "x", TensorProto.INT4, [K, N], rng.bytes(K * N // 2)),
+                     external(data, loc, "scale", TensorProto.FLOAT, [K // block, N], s.tobytes())]
+        nodes = [helper.make_node("DequantizeLinear", ["x", "scale"], ["w"], name="w_dq", axis=0, block_size=block),
+                 helper.make_node("MatMul", ["a", "w"], ["y"], name="mm")]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, K])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, N])], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+        m.ir_version = 10
+        onnx.save(m, path)
+
+    good, bad = str(tmp_path / "good.onnx"), str(tmp_path / "bad.onnx")
+    standard(good, scales)
+    scales.reshape(-1)[2_500_000] = 0.0
+    standard(bad, scales)
+    r = subprocess.run([qconv_bin(), "convert", good, str(tmp_path / "g_out.onnx"), "--format", "qop", "--contrib"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = str(tmp_path / "b_out.onnx")
+    r = subprocess.run([qconv_bin(), "convert", bad, out, "--format", "qop", "--contrib"], capture_output=True, text=True)
+    assert r.returncode == 3 and "w_dq" in r.stderr and "scale 0 is not positive and finite" in r.stderr, r.stderr
+    assert not os.path.exists(out)

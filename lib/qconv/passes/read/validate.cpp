@@ -43,14 +43,15 @@ int64_t knownDim(const ir::Value* v, int64_t axis) {
 
 /// `negative_ok`: a blocked DequantizeLinear's weight scale, negative in onnxruntime's symmetric
 /// weight-only quantizer (the sign of each block's largest value): only ever multiplied.
-void checkScaleValues(const std::vector<float>& s, const std::function<Error(ExitCode, const std::string&)>& bad,
+void checkScaleValues(const float* s, size_t count, const std::function<Error(ExitCode, const std::string&)>& bad,
                       bool negative_ok = false) {
   unsigned wrong = 0;  // one branch-free pass first (an LLM has hundreds of millions of scales)
-  for (float f : s)
-    wrong |= static_cast<unsigned>(!(std::fabs(f) <= std::numeric_limits<float>::max())) |
-             static_cast<unsigned>(f == 0.0f) | (static_cast<unsigned>(f < 0.0f) & !negative_ok);
+  for (const float* f = s; f != s + count; ++f)
+    wrong |= static_cast<unsigned>(!(std::fabs(*f) <= std::numeric_limits<float>::max())) |
+             static_cast<unsigned>(*f == 0.0f) | (static_cast<unsigned>(*f < 0.0f) & !negative_ok);
   if (!wrong) return;
-  for (float f : s) {
+  for (size_t i = 0; i < count; ++i) {
+    const float f = s[i];
     if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
     if (f < 0.0f && !negative_ok)
       throw bad(ExitCode::Unsupported, fmt::format("scale {} is not positive and finite (qconv requires positive scales)", f));
@@ -68,7 +69,7 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
   if (scale && !scale->isConstant() && scale->producer() && scale->producer()->is("Constant")) {
     // a Constant node's scale: the value the passes will see once fold-constants has run
     std::string why;
-    if (auto t = eval::constantNodeValue(*scale->producer(), &why); t && t->isFloat()) checkScaleValues(t->f, bad);
+    if (auto t = eval::constantNodeValue(*scale->producer(), &why); t && t->isFloat()) checkScaleValues(t->f.data(), t->f.size(), bad);
     return;
   }
   if (scale && scale->isConstant()) {  // the types the operators' definitions allow a scale (opsets 10 to 25)
@@ -80,7 +81,7 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
   }
   if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
   if (blockedDequantize(n) && ir::forFloatPieces(*scale, [&](uint64_t, const float* v, size_t count) {
-        checkScaleValues(std::vector<float>(v, v + count), bad, true);
+        checkScaleValues(v, count, bad, true);
         return true;
       }))
     return;  // an LLM's blocked scales, in pieces: nothing after this reads them for a blocked one
@@ -92,11 +93,11 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
     if (type == onnx::TensorProto::FLOAT16 || type == onnx::TensorProto::BFLOAT16) {
       auto h = ir::readHalfAsFloats(*scale, &why);  // widened exactly: a zero or NaN stays one
       if (!h) throw bad(ExitCode::BadInput, "scale: " + why);
-      checkScaleValues(*h, bad, blockedDequantize(n));
+      checkScaleValues(h->data(), h->size(), bad, blockedDequantize(n));
     }
     return;
   }
-  checkScaleValues(*s, bad, blockedDequantize(n));
+  checkScaleValues(s->data(), s->size(), bad, blockedDequantize(n));
   const auto sdims = ir::dimsOf(*scale->initializer());
   if (n.attrInt("block_size", 0) != 0) return;  // blocked quantization: shapes follow other rules
   if (zp && zp->isConstant()) {
