@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -169,26 +170,49 @@ void transposeNibblesDirect(const uint8_t* src, uint64_t in_stride, uint64_t row
 }
 
 
-/// transposeNibblesDirect through two small buffers, a block of 128 rows x 1024 columns at a
-/// time: the block's input rows copied one after another at a stride that is no power of two,
-/// transposed into a tile of the same kind, whose rows are then copied to dst. An LLM's rows are
-/// 2^n bytes apart on both sides (4096 x 4096: 2 KiB), and a kernel reading 32 such rows and
-/// writing 64 maps them all to a few cache sets: straight, it moved 3 GB/s; through the buffers,
-/// whose copies stream, twice that and more (build/bench/qconv_nibble_cost).
+/// Whether rows `stride` bytes apart fall on few cache sets (a multiple of 256 bytes: an LLM's
+/// rows are 2^n bytes): a kernel reading 32 such rows, or writing 64, then moves 3 GB/s where
+/// rows apart by other strides move three times that (build/bench/qconv_nibble_cost).
+bool aliases(uint64_t stride) { return stride % 256 == 0; }
+
+/// `rows` rows of `bytes` bytes from `from` (rows `from_stride` apart) to `to` (`to_stride`):
+/// a memcpy of constant size where `bytes` is `Full` (vector moves, where a memcpy of a size
+/// known only when it runs is a `rep movs` whose start costs more than 128 bytes' copy).
+template <typename Full>
+void copyRows(uint8_t* to, uint64_t to_stride, const uint8_t* from, uint64_t from_stride, uint64_t rows, uint64_t bytes,
+              Full) {
+  if (bytes == Full::value)
+    for (uint64_t r = 0; r < rows; ++r) std::memcpy(to + r * to_stride, from + r * from_stride, Full::value);
+  else
+    for (uint64_t r = 0; r < rows; ++r) std::memcpy(to + r * to_stride, from + r * from_stride, bytes);
+}
+
+/// transposeNibblesDirect in blocks of 256 rows x 512 columns, each written into a small tile
+/// whose rows are then copied to dst whole (128 bytes each, where dst's rows are written 16
+/// bytes at a time by the kernels), and read through a buffer of rows at a padded stride first
+/// when src's rows alias (aliases).
 void transposeNibblesAt(const uint8_t* src, uint64_t in_stride, uint64_t rows, uint64_t cols, uint8_t* dst,
                         uint64_t out_stride, unsigned flip, NibbleKernel kernel) {
-  constexpr uint64_t kRows = 128, kCols = 1024, kPad = 64;
-  if (rows <= kRows / 2 || cols <= 64) return transposeNibblesDirect(src, in_stride, rows, cols, dst, out_stride, flip, kernel);
-  constexpr uint64_t kInStride = kCols / 2 + kPad, kTileStride = kRows / 2 + 16;
-  alignas(64) uint8_t block[kRows * kInStride];
+  constexpr uint64_t kRows = 256, kCols = 512, kPad = 64;
+  if (rows <= 64 || cols <= 64) return transposeNibblesDirect(src, in_stride, rows, cols, dst, out_stride, flip, kernel);
+  constexpr uint64_t kBlockStride = kCols / 2 + kPad, kTileStride = kRows / 2 + 16;
+  alignas(64) uint8_t block[kRows * kBlockStride];
   alignas(64) uint8_t tile[kCols * kTileStride];
+  const bool copy_in = aliases(in_stride);
   for (uint64_t r0 = 0; r0 < rows; r0 += kRows) {
     const uint64_t nr = std::min(kRows, rows - r0);
     for (uint64_t c0 = 0; c0 < cols; c0 += kCols) {
       const uint64_t nc = std::min(kCols, cols - c0);
-      for (uint64_t r = 0; r < nr; ++r) std::memcpy(block + r * kInStride, src + (r0 + r) * in_stride + c0 / 2, nc / 2);
-      transposeNibblesDirect(block, kInStride, nr, nc, tile, kTileStride, flip, kernel);
-      for (uint64_t c = 0; c < nc; ++c) std::memcpy(dst + (c0 + c) * out_stride + r0 / 2, tile + c * kTileStride, nr / 2);
+      const uint8_t* from = src + r0 * in_stride + c0 / 2;
+      uint64_t stride = in_stride;
+      if (copy_in) {
+        copyRows(block, kBlockStride, from, in_stride, nr, nc / 2, std::integral_constant<uint64_t, kCols / 2>{});
+        from = block;
+        stride = kBlockStride;
+      }
+      transposeNibblesDirect(from, stride, nr, nc, tile, kTileStride, flip, kernel);
+      copyRows(dst + c0 * out_stride + r0 / 2, out_stride, tile, kTileStride, nc, nr / 2,
+               std::integral_constant<uint64_t, kRows / 2>{});
     }
   }
 }
@@ -210,15 +234,21 @@ bool transposeNibblesOf(const ir::Value& v, uint64_t in_stride, uint64_t rows, u
     transposeNibbles(in, in_stride, rows, cols, out, out_stride, flip);
     return true;
   }
-  // a strip of rows a read, transposed while it is in the cache: the file's bytes cross memory once
-  // 128 rows: each output row gets 64 bytes a strip, whole cache lines written while they are in
-  // the cache; even, so every strip is whole pairs of rows
-  constexpr uint64_t kStrip = 128;
-  std::string strip(std::min(rows, kStrip) * in_stride, '\0');
-  for (uint64_t r0 = 0; r0 < rows; r0 += kStrip) {
-    const uint64_t n = std::min(kStrip, rows - r0);
-    file.source->read(file.span, r0 * in_stride, n * in_stride, strip.data());
-    transposeNibblesAt(reinterpret_cast<const uint8_t*>(strip.data()), in_stride, n, cols,
+  // A strip of rows a read, transposed while it is in the cache: the file's bytes cross memory
+  // once. 256 rows (even, so whole pairs of rows) give each output row 128 bytes a strip; fewer
+  // for rows wider than 4 KiB, so the strip stays about 1 MiB. Rows of 1 KiB or more that alias
+  // are read each where the kernels read it without aliasing (readRows: one preadv, no copy but
+  // the kernel's); shorter ones whole, as a preadv of short rows costs more than the copy it saves.
+  const uint64_t stride = in_stride >= 1024 && aliases(in_stride) ? in_stride + 64 : in_stride;
+  const uint64_t strip_rows = std::clamp<uint64_t>((uint64_t{1} << 20) / stride, 2, 256) / 2 * 2;
+  std::string strip(std::min(rows, strip_rows) * stride, '\0');
+  for (uint64_t r0 = 0; r0 < rows; r0 += strip_rows) {
+    const uint64_t n = std::min(strip_rows, rows - r0);
+    if (stride == in_stride)
+      file.source->read(file.span, r0 * in_stride, n * in_stride, strip.data());
+    else
+      file.source->readRows(file.span, r0 * in_stride, in_stride, n, strip.data(), stride);
+    transposeNibblesAt(reinterpret_cast<const uint8_t*>(strip.data()), stride, n, cols,
                        reinterpret_cast<uint8_t*>(out.data()) + r0 / 2, out_stride, flip, NibbleKernel::best);
   }
   return true;
