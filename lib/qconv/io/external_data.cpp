@@ -141,12 +141,20 @@ std::string ExternalFiles::buffer(size_t n) {
   std::string out;
   {
     std::lock_guard<std::mutex> lock(sparesMutex_);
-    // the smallest spare that holds n bytes, else the largest (it grows)
+    // The spare that costs least: one whose bytes already hold n (resize writes nothing), else one
+    // with room for n (resize writes what it grows by), the smallest of either; else the largest
+    // (it grows). Weights and their scales come in turns, and a weight's buffer handed out for
+    // scales and back would otherwise write zeros over most of it for the next weight.
+    auto rank = [n](const std::string& b) { return b.size() >= n ? 0 : b.capacity() >= n ? 1 : 2; };
+    auto better = [&](const std::string& a, const std::string& b) {  // a before b
+      if (rank(a) != rank(b)) return rank(a) < rank(b);
+      return rank(a) < 2 ? a.capacity() < b.capacity() : a.capacity() > b.capacity();
+    };
+    // A spare more than twice as large as n is left for a larger request: handed out for n, it
+    // would come back holding n bytes, and the next large request would write over the rest.
     auto best = spares_.end();
     for (auto it = spares_.begin(); it != spares_.end(); ++it)
-      if (best == spares_.end() || (it->capacity() >= n ? best->capacity() < n || it->capacity() < best->capacity()
-                                                        : best->capacity() < n && it->capacity() > best->capacity()))
-        best = it;
+      if (it->capacity() / 2 <= n && (best == spares_.end() || better(*it, *best))) best = it;
     if (best != spares_.end()) {
       out = std::move(*best);
       spares_.erase(best);

@@ -336,3 +336,31 @@ TEST_CASE("readRows puts each row where it goes, over more rows than one preadv 
     REQUIRE_THAT(e.what(), Catch::Contains("initializer 'w'") && Catch::Contains("changed while it was read"));
   }
 }
+
+TEST_CASE("the keeper's buffers: a spare whose bytes hold the request first, and no large spare for a small request") {
+  Dir d;
+  qconv::io::ExternalFiles files(d / "in.onnx");
+  constexpr size_t kBig = 8 << 20, kSmall = 2 << 20;
+  std::string big = files.buffer(kBig);
+  const char* const big_at = big.data();
+  files.recycle(std::move(big));
+  // 1 MiB: not the 8 MiB spare (it would come back holding 1 MiB, and the next 8 MiB request
+  // would write 7 MiB of zeros over it)
+  std::string small = files.buffer(1 << 20);
+  REQUIRE(small.size() == size_t{1} << 20);
+  REQUIRE(small.data() != big_at);
+  // 8 MiB: the spare, whose bytes already hold 8 MiB
+  big = files.buffer(kBig);
+  REQUIRE(big.data() == big_at);
+  REQUIRE(big.size() == kBig);
+  // between a spare holding 2 MiB in room for 3.5 and one holding 4 MiB, a 3 MiB request takes
+  // the one whose bytes hold it, though the other is smaller
+  std::string roomy = files.buffer((7 << 20) / 2);
+  roomy.resize(kSmall);
+  std::string four = files.buffer(4 << 20);
+  const char* const three_at = four.data();
+  files.recycle(std::move(roomy));
+  files.recycle(std::move(four));
+  std::string again = files.buffer(3 << 20);
+  REQUIRE(again.data() == three_at);
+}
