@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -241,31 +240,6 @@ void ExternalFiles::read(uint32_t span, uint64_t at, uint64_t n, char* out) cons
     if (r == 0) throw changedWhileRead(s.what);
     if (r < 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot read its bytes: {}", s.what, sysError()));
     done += static_cast<uint64_t>(r);
-  }
-}
-
-void ExternalFiles::readRows(uint32_t span, uint64_t at, uint64_t row, uint64_t rows, char* out,
-                             uint64_t out_stride) const {
-  QCONV_ASSERT(span < spans_.size(), "{}: span {} of {}", modelPath_, span, spans_.size());
-  const Span& s = spans_[span];
-  if (s.made) awaitKept();
-  QCONV_ASSERT(row > 0 && out_stride >= row && at <= s.length && rows <= (s.length - at) / row,
-               "{}: {} rows of {} bytes from {} of a {}-byte tensor", s.what, rows, row, at, s.length);
-  constexpr uint64_t kRowsACall = 1024;  // IOV_MAX
-  iovec iov[kRowsACall];
-  uint64_t done = 0, part = 0;  // whole rows read, and bytes of the next
-  while (done < rows) {
-    const uint64_t n = std::min(kRowsACall, rows - done);
-    for (uint64_t k = 0; k < n; ++k) iov[k] = {out + (done + k) * out_stride, row};
-    iov[0].iov_base = static_cast<char*>(iov[0].iov_base) + part;
-    iov[0].iov_len -= part;
-    const ssize_t r = preadv(s.fd, iov, static_cast<int>(n), static_cast<off_t>(s.offset + at + done * row + part));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) throw changedWhileRead(s.what);
-    if (r < 0) throw Error(ExitCode::BadInput, fmt::format("{}: cannot read its bytes: {}", s.what, sysError()));
-    const uint64_t got = part + static_cast<uint64_t>(r);
-    done += got / row;
-    part = got % row;
   }
 }
 

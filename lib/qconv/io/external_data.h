@@ -116,8 +116,6 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   void inlineBytes(onnx::TensorProto& t, const std::string& where);
 
   void read(uint32_t span, uint64_t at, uint64_t n, char* out) const override;
-  /// One preadv a 1024 rows: the kernel puts each row where it goes.
-  void readRows(uint32_t span, uint64_t at, uint64_t row, uint64_t rows, char* out, uint64_t out_stride) const override;
 
   /// ir::ByteSource::view, from a read-only mapping of the span's file (io::MappedFile, one per
   /// file, made on first use; nullptr for keep()'s tensors, or a file that cannot be mapped or

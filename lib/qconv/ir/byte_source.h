@@ -22,11 +22,6 @@ class ByteSource {
   /// Copy bytes [at, at + n) of span `span` into `out`. Throws Error(BadInput) naming the model
   /// file, the tensor and the file when they cannot be read: the input is at fault (exit 3).
   virtual void read(uint32_t span, uint64_t at, uint64_t n, char* out) const = 0;
-  /// read() of `rows` consecutive rows of `row` bytes from `at`, row i to `out + i * out_stride`
-  /// (out_stride >= row): a matrix laid out apart in memory as it is read. Throws as read().
-  virtual void readRows(uint32_t span, uint64_t at, uint64_t row, uint64_t rows, char* out, uint64_t out_stride) const {
-    for (uint64_t i = 0; i < rows; ++i) read(span, at + i * row, row, out + i * out_stride);
-  }
   /// Bytes [at, at + n) of span `span` where they are, valid while the source lives; nullptr
   /// when this source cannot show them in place (read() them then, which also reports a file
   /// that is not what it was). Reading a tensor in place costs no copy, and the writer can

@@ -308,35 +308,6 @@ TEST_CASE("the writer writes the same bytes from a pass's mapping as from the fi
   }
 }
 
-TEST_CASE("readRows puts each row where it goes, over more rows than one preadv takes, and a shortened file is bad input") {
-  Dir d;
-  qconv::io::ExternalFiles files(d / "in.onnx");
-  onnx::TensorProto t;
-  constexpr uint64_t kRow = 5, kRows = 2500, kStride = 8, kAt = 3;  // 2500 rows: three calls of up to 1024
-  const qconv::ir::FileBytes w = externalTensor(files, d, "w", kAt + kRow * kRows + 4, 2, t);
-  std::string out(kRows * kStride, '#');
-  files.readRows(w.span, kAt, kRow, kRows, out.data(), kStride);
-  uint64_t wrong = 0;
-  for (uint64_t r = 0; r < kRows; ++r)
-    for (uint64_t b = 0; b < kStride; ++b) {
-      const uint64_t i = kAt + r * kRow + b;  // the file's byte i holds i * 7 + 2
-      wrong += out[r * kStride + b] != (b < kRow ? static_cast<char>(i * 7 + 2) : '#');
-    }
-  REQUIRE(wrong == 0);
-  // the default (a read() a row) gives the same bytes
-  std::string again(out.size(), '#');
-  files.ByteSource::readRows(w.span, kAt, kRow, kRows, again.data(), kStride);
-  REQUIRE(again == out);
-  fs::resize_file(d / "w.data", 4000);
-  try {
-    files.readRows(w.span, kAt, kRow, kRows, out.data(), kStride);
-    FAIL("a shortened file read");
-  } catch (const qconv::Error& e) {
-    REQUIRE(e.code() == qconv::ExitCode::BadInput);
-    REQUIRE_THAT(e.what(), Catch::Contains("initializer 'w'") && Catch::Contains("changed while it was read"));
-  }
-}
-
 TEST_CASE("the keeper's buffers: a spare whose bytes hold the request first, and no large spare for a small request") {
   Dir d;
   qconv::io::ExternalFiles files(d / "in.onnx");

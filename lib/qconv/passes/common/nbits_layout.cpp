@@ -235,20 +235,16 @@ bool transposeNibblesOf(const ir::Value& v, uint64_t in_stride, uint64_t rows, u
     return true;
   }
   // A strip of rows a read, transposed while it is in the cache: the file's bytes cross memory
-  // once. 256 rows (even, so whole pairs of rows) give each output row 128 bytes a strip; fewer
-  // for rows wider than 4 KiB, so the strip stays about 1 MiB. Rows of 1 KiB or more that alias
-  // are read each where the kernels read it without aliasing (readRows: one preadv, no copy but
-  // the kernel's); shorter ones whole, as a preadv of short rows costs more than the copy it saves.
-  const uint64_t stride = in_stride >= 1024 && aliases(in_stride) ? in_stride + 64 : in_stride;
-  const uint64_t strip_rows = std::clamp<uint64_t>((uint64_t{1} << 20) / stride, 2, 256) / 2 * 2;
-  std::string strip(std::min(rows, strip_rows) * stride, '\0');
+  // once. 256 rows (even, so whole pairs of rows) give each output row 128 bytes a strip; 128
+  // (the tiled path's least) for rows wider than 4 KiB, so the strip stays near 1 MiB. (Reading each row of an
+  // aliasing strip to a padded stride instead, by one preadv, saved the kernels' copy and cost
+  // the kernel more: 40 ms more system time on a 1 GiB LLM.)
+  const uint64_t strip_rows = std::clamp<uint64_t>((uint64_t{1} << 20) / in_stride, 128, 256) / 2 * 2;
+  std::string strip(std::min(rows, strip_rows) * in_stride, '\0');
   for (uint64_t r0 = 0; r0 < rows; r0 += strip_rows) {
     const uint64_t n = std::min(strip_rows, rows - r0);
-    if (stride == in_stride)
-      file.source->read(file.span, r0 * in_stride, n * in_stride, strip.data());
-    else
-      file.source->readRows(file.span, r0 * in_stride, in_stride, n, strip.data(), stride);
-    transposeNibblesAt(reinterpret_cast<const uint8_t*>(strip.data()), stride, n, cols,
+    file.source->read(file.span, r0 * in_stride, n * in_stride, strip.data());
+    transposeNibblesAt(reinterpret_cast<const uint8_t*>(strip.data()), in_stride, n, cols,
                        reinterpret_cast<uint8_t*>(out.data()) + r0 / 2, out_stride, flip, NibbleKernel::best);
   }
   return true;
