@@ -95,6 +95,37 @@ struct Placement {
 };
 constexpr int kInPlace = -2;
 
+/// Write `p`'s bytes at its offset of `out` and add them to `hash`, a MiB at a time:
+/// from memory (raw_data, or the pages a pass's view left mapped; a file shortened since stops
+/// the mapped write, and copyRange says what is wrong) or read from its input file into `buffer`.
+void writeHashed(const TempFile& out, const Placement& p, ContentHash& hash, std::string& buffer) {
+  constexpr uint64_t kHashPiece = uint64_t{1} << 20;  // written while the hash left it in the cache
+  const char* memory = p.fd < 0 ? p.tensor->raw_data().data() : p.memory;
+  for (uint64_t done = 0; done < p.size;) {
+    const uint64_t n = std::min(kHashPiece, p.size - done);
+    if (memory) {
+      hash.add(memory + done, n);
+      if (writeAll(out, memory + done, n, p.offset + done, p.fd >= 0) < n) {
+        copyRange(p.fd, p.from + done, p.size - done, out, p.offset + done);  // fails, saying why
+        return;
+      }
+    } else {
+      buffer.resize(n);
+      for (uint64_t got = 0; got < n;) {
+        const ssize_t r = pread(p.fd, buffer.data() + got, n - got, static_cast<off_t>(p.from + done + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+          out.fail(fmt::format("cannot copy tensor bytes from the input: {}",
+                               r < 0 ? sysError() : "the input file is shorter than when it was read"));
+        got += static_cast<uint64_t>(r);
+      }
+      hash.add(buffer.data(), n);
+      writeAll(out, buffer.data(), n, p.offset + done);
+    }
+    done += n;
+  }
+}
+
 /// Whether `kept` can become the data file: made beside this output, and every tensor in it is
 /// one of the model's (else its dead bytes would be in the output).
 bool takesKept(onnx::ModelProto& model, const FileBacked* file_backed, const KeptFile* kept) {
@@ -150,29 +181,21 @@ std::unique_ptr<TempFile> externalize(onnx::ModelProto& model, const FileBacked*
   data->reserve(size);
   data->countInto(written, cancel);
   if (to_write) *to_write += size - (taken ? taken->end : 0);
-  for (const Placement& p : plan) {
-    if (p.fd == kInPlace) continue;
-    if (p.fd >= 0) copyRange(p.fd, p.from, p.size, *data, p.offset, p.memory);
-    else writeAll(*data, p.tensor->raw_data().data(), p.size, p.offset);
-  }
-  // The file's bytes in order, the gaps as the zeros they read as: the taken file's were hashed
-  // as they were kept; a tensor written from memory (raw_data, or the pages a pass's view left
-  // mapped) is hashed there; only what was copied in the kernel is read back (a 500 MB data file
-  // read back whole cost a sixth of its conversion).
+  // Each tensor written and hashed a piece at a time, the file's bytes in order with the gaps as
+  // the zeros they read as (the taken file's were hashed as they were kept): each piece is
+  // hashed while the write's source is still in the cache. A tensor in an input file is read
+  // into a buffer for it: read, hashed and written, its bytes cross memory once, where a copy
+  // in the kernel and a read back for the hash crossed it twice.
   ContentHash hash = taken ? taken->hash : ContentHash();
   uint64_t hashed = taken ? taken->end : 0;
   static constexpr char kZeros[kExternalAlignment] = {};
+  std::string buffer;
   for (const Placement& p : plan) {
     if (p.fd == kInPlace) continue;
     QCONV_ASSERT(p.offset >= hashed, "externalize: tensor at {} before {}", p.offset, hashed);
     for (; hashed < p.offset; hashed += std::min<uint64_t>(kExternalAlignment, p.offset - hashed))
       hash.add(kZeros, std::min<uint64_t>(kExternalAlignment, p.offset - hashed));
-    if (p.fd < 0)
-      hash.add(p.tensor->raw_data().data(), p.size);
-    else if (p.memory)
-      hash.add(p.memory, p.size);
-    else if (!hashFileRange(data->fd(), p.offset, p.offset + p.size, hash))
-      data->fail(fmt::format("cannot read back the data file: {}", sysError()));
+    writeHashed(*data, p, hash, buffer);
     hashed = p.offset + p.size;
   }
   const std::string name = dataFileName(base, hash.value());
