@@ -15,8 +15,9 @@ row beside `cp` of its input's files and, with --baseline BIN, the qconv before 
  19-21  `qconv --version`, the bundled example -> QOp, and a batch of 100 of them in one process
         (`--out-dir`) beside one `cp` of them all (nothing slower elsewhere).
 
-Each command is a whole process (posix_spawn), writing a new output (the last one removed and
-dirty pages synced before each run, untimed; before each row the other rows' models leave the
+Each command is a whole process (posix_spawn), writing a new output (the last one removed,
+dirty pages synced and, for the rows of 100 MB and more, three times the input's size of memory
+touched and freed before each run, untimed: settle() says why; before each row the other rows' models leave the
 page cache and this row's are read into it); the commands of a row take turns in a new order
 each round; CPU time is user + system (wait4's rusage), wall time from spawn to exit; medians.
 Peak RSS (GNU time's %M) from one run more, untimed. The binaries are copied into the work folder
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import platform
 import random
@@ -91,6 +93,26 @@ class Row:
         return cmds
 
 
+def settle(nbytes: int) -> None:
+    """Touch `nbytes` of fresh memory and give it back (untimed). This machine's VM reports the
+    pages it frees to its host (virtio-balloon free page reporting), and the host takes them
+    back: the first write to such a page after that faults in the host, which the guest sees as a
+    slow copy into the page cache. A 1 GiB output freed before a run and written anew in it made
+    one command's CPU time vary 3x between runs, `cp`'s and qconv's alike (5 of 9 runs of qconv
+    on the block-32 LLM at 695-996 ms, the others 575-585). Pages touched just before a run are
+    backed when it allocates them."""
+    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m.madvise(MADV_POPULATE_WRITE)
+    except OSError:  # a kernel before 5.14: write the pages
+        for at in range(0, nbytes, 4096):
+            m[at] = 1
+    m.close()
+
+
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+
 def only_this_cached(row: Row, work: str) -> None:
     """The other rows' models out of the page cache and this row's read in (untimed): ten 1 GiB
     models cached at once left 24 GiB nearly full, and every page a run allocated was reclaimed
@@ -132,9 +154,13 @@ def measure(row: Row, tools: dict[str, str], work: str, runs: int) -> dict[str, 
     only_this_cached(row, work)
     cmds = row.commands(tools, work)
 
+    size = sum(os.path.getsize(f) for f in held_out.files_of(row.model))
+
     def before(name: str) -> None:
         remove_output(cmds[name][1])
         os.sync()
+        if size >= 100 << 20:
+            settle(3 * size)  # the output, the page cache it replaces, and the run's buffers
         if row.cold:
             drop(held_out.files_of(row.model))
 

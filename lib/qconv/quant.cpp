@@ -4,12 +4,68 @@
 #include <cstring>
 #include <limits>
 #include <utility>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <fmt/format.h>
 
 #include "qconv/ir/tensor.h"
 
 namespace qconv {
+
+namespace {
+
+/// scaleFlaws of values [at, n), one value at a time.
+unsigned scaleFlawsScalar(const float* s, size_t at, size_t n) {
+  uint32_t any = 0, not_finite = 0, zero = 0, subnormal = 0;  // `any`: the sign bits, or'ed
+  for (size_t i = at; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, s + i, 4);
+    const uint32_t magnitude = b & 0x7fffffffu;
+    any |= b;
+    not_finite |= static_cast<uint32_t>(magnitude >= 0x7f800000u);
+    zero |= static_cast<uint32_t>(magnitude == 0);
+    subnormal |= static_cast<uint32_t>(magnitude - 1 < 0x007fffffu);  // 1 .. 0x007fffff
+  }
+  return (not_finite ? kScaleNotFinite : 0u) | (zero ? kScaleZero : 0u) | (any >> 31 ? kScaleNegative : 0u) |
+         (subnormal ? kScaleSubnormal : 0u);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/// The same tests on eight values at a time (signed compares: a magnitude is below 2^31).
+__attribute__((target("avx2"))) unsigned scaleFlawsAvx2(const float* s, size_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), largest = _mm256_set1_epi32(0x7f7fffff);
+  const __m256i normal = _mm256_set1_epi32(0x00800000), zeros = _mm256_setzero_si256();
+  __m256i any = zeros, not_finite = zeros, zero = zeros, subnormal = zeros;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    const __m256i magnitude = _mm256_and_si256(b, abs_mask);
+    any = _mm256_or_si256(any, b);
+    not_finite = _mm256_or_si256(not_finite, _mm256_cmpgt_epi32(magnitude, largest));
+    const __m256i is_zero = _mm256_cmpeq_epi32(magnitude, zeros);
+    zero = _mm256_or_si256(zero, is_zero);
+    subnormal = _mm256_or_si256(subnormal, _mm256_andnot_si256(is_zero, _mm256_cmpgt_epi32(normal, magnitude)));
+  }
+  unsigned flaws = scaleFlawsScalar(s, i, n);
+  if (!_mm256_testz_si256(not_finite, not_finite)) flaws |= kScaleNotFinite;
+  if (!_mm256_testz_si256(zero, zero)) flaws |= kScaleZero;
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(any))) flaws |= kScaleNegative;
+  if (!_mm256_testz_si256(subnormal, subnormal)) flaws |= kScaleSubnormal;
+  return flaws;
+}
+#define QCONV_SCALE_FLAWS_AVX2 1
+#endif
+
+}  // namespace
+
+unsigned scaleFlaws(const float* s, size_t n) {
+#if defined(QCONV_SCALE_FLAWS_AVX2)
+  if (__builtin_cpu_supports("avx2")) return scaleFlawsAvx2(s, n);
+#endif
+  return scaleFlawsScalar(s, 0, n);
+}
 
 using onnx::TensorProto;
 

@@ -84,19 +84,11 @@ std::vector<int64_t> knownDims(const ir::Value* v) { return ir::knownDims(*v).va
 
 /// (1) a site's scale values.
 /// Whether every scale is finite, nonzero, of a sign allowed and (unless `subnormal_ok`) normal:
-/// one pass over the bits without a branch, which the compiler vectorizes (an LLM's blocked
-/// scales are hundreds of MiB); the loop after it finds which one is not, when one is not.
+/// one pass without a branch (scaleFlaws); the loop after it finds which one is not, when one is not.
 bool allValidScales(const float* scale, size_t size, bool negative_ok, bool subnormal_ok) {
-  const uint32_t least = subnormal_ok ? 1u : 0x00800000u;  // the smallest magnitude allowed
-  const uint32_t sign = negative_ok ? 0u : 0x80000000u;
-  uint32_t bad = 0;
-  for (size_t i = 0; i < size; ++i) {
-    uint32_t b;
-    std::memcpy(&b, scale + i, 4);
-    const uint32_t magnitude = b & 0x7fffffffu;
-    bad |= (b & sign) | static_cast<uint32_t>(magnitude < least) | static_cast<uint32_t>(magnitude >= 0x7f800000u);
-  }
-  return bad == 0;
+  const unsigned forbidden =
+      kScaleNotFinite | kScaleZero | (negative_ok ? 0u : kScaleNegative) | (subnormal_ok ? 0u : kScaleSubnormal);
+  return (scaleFlaws(scale, size) & forbidden) == 0;
 }
 
 std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) {

@@ -26,6 +26,7 @@
 #include "qconv/passes/driver.h"
 #include "qconv/passes/common/opset_history.h"
 #include "qconv/quant.h"
+#include "qconv/quant.h"
 
 namespace qconv {
 
@@ -45,11 +46,8 @@ int64_t knownDim(const ir::Value* v, int64_t axis) {
 /// weight-only quantizer (the sign of each block's largest value): only ever multiplied.
 void checkScaleValues(const float* s, size_t count, const std::function<Error(ExitCode, const std::string&)>& bad,
                       bool negative_ok = false) {
-  unsigned wrong = 0;  // one branch-free pass first (an LLM has hundreds of millions of scales)
-  for (const float* f = s; f != s + count; ++f)
-    wrong |= static_cast<unsigned>(!(std::fabs(*f) <= std::numeric_limits<float>::max())) |
-             static_cast<unsigned>(*f == 0.0f) | (static_cast<unsigned>(*f < 0.0f) & !negative_ok);
-  if (!wrong) return;
+  // one branch-free pass first (an LLM has hundreds of millions of scales); -0 is a zero
+  if (!(scaleFlaws(s, count) & (kScaleNotFinite | kScaleZero | (negative_ok ? 0u : kScaleNegative)))) return;
   for (size_t i = 0; i < count; ++i) {
     const float f = s[i];
     if (!std::isfinite(f) || f == 0.0f) throw bad(ExitCode::BadInput, fmt::format("scale {} is not positive and finite", f));
