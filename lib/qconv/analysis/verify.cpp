@@ -91,7 +91,7 @@ bool allValidScales(const float* scale, size_t size, bool negative_ok, bool subn
   return (scaleFlaws(scale, size) & forbidden) == 0;
 }
 
-std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) {
+std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out, ValidScales* valid) {
   const ir::Node& n = *s.node;
   if (!s.scale->isConstant()) return std::nullopt;
   // an e8m0 scale (a power of two) only multiplies: 2^-127, a float subnormal, is a valid one
@@ -100,8 +100,10 @@ std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) 
   // writes each block's sign into it): a DequantizeLinear only multiplies by it
   const bool negative_ok = s.block_size != 0 && n.opType() == "DequantizeLinear";
   // the first invalid one of `count` scales from index `base`, said; false when there is one
+  bool all_valid = true;  // so far
   auto judge = [&](const float* scale, size_t count, uint64_t base) {
     if (allValidScales(scale, count, negative_ok, e8m0)) return true;  // the usual case, branch-free
+    all_valid = false;
     for (size_t i = 0; i < count; ++i) {
       const float f = scale[i];
       const char* what = !std::isfinite(f) ? "not finite" : f == 0 || (f < 0 && !negative_ok) ? "not positive"
@@ -115,9 +117,16 @@ std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) 
     return true;
   };
   // a blocked or packed site's scales (an lm_head's at block 32 are hundreds of MiB): in pieces
+  // verify's rules forbid all validate's do (and subnormal ones): a scale valid here is one
+  // validate need not read again (PassContext::offerValidScales)
+  auto record = [&] {
+    if (valid && all_valid) valid->insert({s.scale, negative_ok});
+  };
   if ((s.block_size != 0 || s.packed) &&
-      ir::forFloatPieces(*s.scale, [&](uint64_t first, const float* v, size_t count) { return judge(v, count, first); }))
+      ir::forFloatPieces(*s.scale, [&](uint64_t first, const float* v, size_t count) { return judge(v, count, first); })) {
+    record();
     return std::nullopt;  // such a site's later checks read no values
+  }
   std::string why;
   auto scale = ir::readWidenedFloats(*s.scale, &why);
   if (!scale) {
@@ -125,6 +134,7 @@ std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out) 
     return std::nullopt;
   }
   judge(scale->data(), scale->size(), 0);
+  record();
   return scale;
 }
 
@@ -204,9 +214,9 @@ void checkBlocked(const QuantSite& s, Findings& out) {
 }
 
 /// (1) to (3) of a site: its scale, its zero point, its lengths and axis.
-void checkParameters(const QuantSite& s, Findings& out) {
+void checkParameters(const QuantSite& s, Findings& out, ValidScales* valid) {
   const ir::Node& n = *s.node;
-  const auto scale = checkScale(s, out);
+  const auto scale = checkScale(s, out, valid);
   if (s.packed) return;  // onnxruntime's own layout (MatMulNBits, GatherBlockQuantized): its kernel checks it
   const int64_t zp = checkZeroPoint(s, out);
   if (s.block_size != 0) {
@@ -319,7 +329,7 @@ std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options)
   std::set<const ir::Value*> asymmetric;
   for (const ir::Node* n : model.graph.nodes()) {
     for (QuantSite& s : quantSites(*n)) {
-      checkParameters(s, out);
+      checkParameters(s, out, options.valid_scales);
       if (options.symmetric) checkSymmetric(s, asymmetric, out);
       sites.push_back(std::move(s));
     }

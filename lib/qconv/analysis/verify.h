@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "qconv/ir/ir.h"
+#include "qconv/passes/pass.h"
 #include "qconv/targets/target.h"
 
 namespace qconv::analysis {
@@ -66,6 +67,7 @@ struct VerifyOptions {
   bool symmetric = false;  // also name what a runtime taking int8 at zero point 0 only refuses
   const TargetProfile* target = nullptr;  // the runtime the model is for (null: advisories for all)
   bool saturation = true;  // check-saturation's findings (never errors; it reads every u8 x s8 weight)
+  ValidScales* valid_scales = nullptr;  // when set, each scale whose values all passed (PassContext)
 };
 
 std::vector<Finding> verifyModel(ir::Model& model, const VerifyOptions& options);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,9 @@ struct Rewritten {
   bool kept = false;
 };
 
+/// Scales (with whether negative values were allowed) whose values were all found valid.
+using ValidScales = std::set<std::pair<const ir::Value*, bool>>;
+
 class PassContext {
  public:
   PassContext(const Diagnostics& diagnostics, PassOptions options, std::string path)
@@ -125,6 +129,15 @@ class PassContext {
   void offerShapeInference(ShapeInference infer) { infer_shapes_ = std::move(infer); }
   size_t inferShapes() const { return infer_shapes_ ? infer_shapes_() : 0; }
 
+  /// Scale values `qconv verify`'s rules found valid in the input just now, each with whether a
+  /// negative one was allowed (a blocked DequantizeLinear's): the pass manager offers them to its
+  /// first pass only (validate, which then reads none of them again: an LLM's blocked scales are
+  /// hundreds of MiB), as any pass may change them.
+  void offerValidScales(const ValidScales* valid) { valid_scales_ = valid; }
+  bool scaleKnownValid(const ir::Value* scale, bool negative_ok) const {
+    return valid_scales_ && valid_scales_->count({scale, negative_ok});
+  }
+
  private:
   const Diagnostics& diagnostics_;
   PassOptions options_;
@@ -135,6 +148,7 @@ class PassContext {
   std::vector<Said> said_;
   std::vector<Rewritten> rewritten_;
   ShapeInference infer_shapes_;
+  const ValidScales* valid_scales_ = nullptr;
 };
 
 using PassFn = void (*)(ir::Model&, PassContext&);

@@ -30,9 +30,10 @@ std::string byKind(const std::vector<const analysis::Finding*>& findings) {
 
 }  // namespace
 
-std::vector<analysis::Finding> verifyErrors(ir::Model& model) {
+std::vector<analysis::Finding> verifyErrors(ir::Model& model, ValidScales* valid_scales) {
   std::vector<analysis::Finding> errors;
   analysis::VerifyOptions options;
+  options.valid_scales = valid_scales;
   options.saturation = false;  // never an error, and it reads every weight
   for (analysis::Finding& f : analysis::verifyModel(model, options))
     if (f.severity == analysis::Severity::Error) errors.push_back(std::move(f));

@@ -15,7 +15,7 @@
 namespace qconv {
 
 /// verify's errors in `model` as it is (no target).
-std::vector<analysis::Finding> verifyErrors(ir::Model& model);
+std::vector<analysis::Finding> verifyErrors(ir::Model& model, ValidScales* valid_scales = nullptr);
 
 /// Says (ctx: a Warning for the file, an Advisory per finding) the errors of `output` (the model
 /// after the passes), as kept from `input_errors` (the input's, by verifyErrors) or new.

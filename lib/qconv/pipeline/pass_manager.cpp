@@ -52,7 +52,14 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
     ir::dump(model.graph, *dump);
   }
   // the input's errors, to say which of the output's it kept (output_errors.h)
-  const std::vector<analysis::Finding> input_errors = timeStage("verify input", [&] { return verifyErrors(model); });
+  ValidScales valid_scales;  // for the first pass only (validate reads none of them again)
+  const std::vector<analysis::Finding> input_errors =
+      timeStage("verify input", [&] { return verifyErrors(model, &valid_scales); });
+  struct Offer {  // withdrawn after the first pass, and when a pass throws
+    PassContext& ctx;
+    ~Offer() { ctx.offerValidScales(nullptr); }
+  } offer{ctx};
+  ctx.offerValidScales(&valid_scales);
   bool shapes_declared = false;
   const TargetProfile& t = ctx.target();
   for (const PassInfo* p : passes_) {
@@ -71,6 +78,7 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
     }
     ctx.setPass(p->name);
     timeStage(std::string(p->name), [&] { p->run(model, ctx); });
+    ctx.offerValidScales(nullptr);
     if (dump) {
       fmt::print(*dump, "; IR after {}\n", p->name);
       ir::dump(model.graph, *dump);

@@ -335,3 +335,60 @@ TEST_CASE("the keeper's buffers: a spare whose bytes hold the request first, and
   std::string again = files.buffer(3 << 20);
   REQUIRE(again.data() == three_at);
 }
+
+namespace {
+
+/// a [1, 64] -> DequantizeLinear(x int8 [64, 8], scale [4, 8] from `source`, block 16) -> MatMul.
+qconv::ir::Model blockedModel(const FakeSource& source) {
+  ModelBuilder b(21, 10);
+  b.input("a", TensorProto::FLOAT, {1, 64});
+  b.output("y", TensorProto::FLOAT, {1, 8});
+  b.ints("x", TensorProto::INT8, {64, 8}, std::vector<int64_t>(64 * 8, 3));
+  b.floats("scale", {4, 8}, std::vector<float>(32, 0.5f));
+  auto& dq = b.node("DequantizeLinear", {"x", "scale"}, {"w"}, "w_dq");
+  setInt(dq, "axis", 0);
+  setInt(dq, "block_size", 16);
+  b.node("MatMul", {"a", "w"}, {"y"}, "mm");
+  qconv::ir::Model model = b.build();
+  for (qconv::ir::Value* v : model.graph.initializers()) {
+    if (v->name() != "scale") continue;
+    auto t = model.graph.releaseInitializer(v);
+    t->clear_float_data();
+    t->clear_raw_data();
+    t->set_data_location(TensorProto::EXTERNAL);
+    model.graph.setInitializer(v, std::move(t), qconv::ir::FileBytes{&source, 7, 32 * 4});
+  }
+  return model;
+}
+
+std::string floatBytes(std::vector<float> f) { return std::string(reinterpret_cast<const char*>(f.data()), f.size() * 4); }
+
+}  // namespace
+
+TEST_CASE("blocked scales verify found valid are not read again by validate, when validate runs first") {
+  // validate first (as it always is unless --passes puts it later): verify input's read and verify
+  // output's; validate after fold-constants (which may change them) reads them once more
+  auto reads = [](const std::vector<std::string>& passes) {
+    const FakeSource source(floatBytes(std::vector<float>(32, 0.5f)));
+    qconv::ir::Model model = blockedModel(source);
+    Reporter r;
+    qconv::PassManager(passes).run(model, r.ctx, nullptr);
+    return source.reads;
+  };
+  const int first = reads({"validate", "fold-constants"}), later = reads({"fold-constants", "validate"});
+  REQUIRE(first == 2);
+  REQUIRE(later == first + 1);
+  // a 0 among them: verify names it, and validate still refuses the input (exit 3)
+  std::vector<float> with_zero(32, 0.5f);
+  with_zero[19] = 0.0f;
+  const FakeSource bad(floatBytes(with_zero));
+  qconv::ir::Model third = blockedModel(bad);
+  Reporter r3;
+  try {
+    qconv::PassManager({"validate"}).run(third, r3.ctx, nullptr);
+    FAIL("a zero scale passed validate");
+  } catch (const qconv::Error& e) {
+    REQUIRE(e.code() == qconv::ExitCode::BadInput);
+    REQUIRE_THAT(e.what(), Catch::Contains("w_dq") && Catch::Contains("scale 0 is not positive and finite"));
+  }
+}

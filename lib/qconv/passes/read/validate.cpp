@@ -58,7 +58,7 @@ void checkScaleValues(const float* s, size_t count, const std::function<Error(Ex
 
 bool blockedDequantize(const ir::Node& n) { return n.opType() == "DequantizeLinear" && n.attrInt("block_size", 0) != 0; }
 
-void checkQuantParams(const ir::Node& n, const std::string& where) {
+void checkQuantParams(const ir::Node& n, const std::string& where, const PassContext& ctx) {
   auto bad = [&](ExitCode code, const std::string& what) {
     return Error(code, fmt::format("{}: {}", where, what), n.label());
   };
@@ -78,11 +78,14 @@ void checkQuantParams(const ir::Node& n, const std::string& where) {
                                                 ir::typeName(st), n.opType()));
   }
   if (!scale || !scale->isConstant()) return;  // computed parameters: the runtime's business
-  if (blockedDequantize(n) && ir::forFloatPieces(*scale, [&](uint64_t, const float* v, size_t count) {
-        checkScaleValues(v, count, bad, true);
-        return true;
-      }))
-    return;  // an LLM's blocked scales, in pieces: nothing after this reads them for a blocked one
+  // an LLM's blocked scales, in pieces (unless verify found them valid just now: offerValidScales);
+  // nothing after this reads them for a blocked one
+  if (blockedDequantize(n) && (ctx.scaleKnownValid(scale, true) ||
+                               ir::forFloatPieces(*scale, [&](uint64_t, const float* v, size_t count) {
+                                 checkScaleValues(v, count, bad, true);
+                                 return true;
+                               })))
+    return;
   std::string why;
   auto s = ir::readFloats(*scale, &why);
   if (!s) {
@@ -135,6 +138,7 @@ struct Validate {
   struct Group {};
   const std::string& path;
   int64_t opset;
+  const PassContext& ctx;
 
   bool root(const ir::Node&) const { return true; }
   std::string declined(const ir::Node&) const { return ""; }
@@ -143,7 +147,7 @@ struct Validate {
     if (n.domain().empty() && !isKnownOperator(n.opType(), opset))  // (1)
       throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset), n.label());
     if ((n.opType() == "QuantizeLinear" || n.opType() == "DequantizeLinear") && (n.domain().empty() || n.domain() == "com.microsoft"))
-      checkQuantParams(n, where);  // (2)
+      checkQuantParams(n, where, ctx);  // (2)
     return Match<Group>::none();
   }
   void rewrite(ir::Graph&, Group&, PassContext&) {}
@@ -168,7 +172,7 @@ void validate(ir::Model& model, PassContext& ctx) {
   if (opset > newestKnownOpset())
     throw Error(ExitCode::Unsupported, fmt::format("{}: the model declares ai.onnx opset {}; qconv knows operators up to opset {}",
                                                    ctx.path(), opset, newestKnownOpset()));
-  Validate rule{ctx.path(), opset};
+  Validate rule{ctx.path(), opset, ctx};
   applyRule(model.graph, ctx, rule);
 }
 
