@@ -16,7 +16,7 @@ row beside `cp` of its input's files and, with --baseline BIN, the qconv before 
         (`--out-dir`) beside one `cp` of them all (nothing slower elsewhere).
 
 Each command is a whole process (posix_spawn), writing a new output (the last one removed,
-dirty pages synced and, for the rows of 100 MB and more, three times the input's size of memory
+dirty pages synced and, for the rows of 100 MB and more, twice the input's size of memory
 touched and freed before each run, untimed: settle() says why; before each row the other rows' models leave the
 page cache and this row's are read into it); the commands of a row take turns in a new order
 each round; CPU time is user + system (wait4's rusage), wall time from spawn to exit; medians.
@@ -160,7 +160,7 @@ def measure(row: Row, tools: dict[str, str], work: str, runs: int) -> dict[str, 
         remove_output(cmds[name][1])
         os.sync()
         if size >= 100 << 20:
-            settle(3 * size)  # the output, the page cache it replaces, and the run's buffers
+            settle(2 * size)  # the output and the run's buffers, with room to spare
         if row.cold:
             drop(held_out.files_of(row.model))
 
