@@ -15,9 +15,8 @@ row beside `cp` of its input's files and, with --baseline BIN, the qconv before 
  19-21  `qconv --version`, the bundled example -> QOp, and a batch of 100 of them in one process
         (`--out-dir`) beside one `cp` of them all (nothing slower elsewhere).
 
-Each command is a whole process (posix_spawn), writing a new output (the last one removed,
-dirty pages synced and, for the rows of 100 MB and more, twice the input's size of memory
-touched and freed before each run, untimed: settle() says why; before each row the other rows' models leave the
+Each command is a whole process (posix_spawn), writing a new output (the last one removed and
+dirty pages synced before each run, untimed; before each row the other rows' models leave the
 page cache and this row's are read into it); the commands of a row take turns in a new order
 each round; CPU time is user + system (wait4's rusage), wall time from spawn to exit; medians.
 Peak RSS (GNU time's %M) from one run more, untimed. The binaries are copied into the work folder
@@ -28,13 +27,15 @@ times, median of the runs).
     .venv/bin/python bench/bench_copy_floor.py [--baseline BIN] [--runs 21] [--large-runs 5]
                                                [--rows 1-21] [--stages] [--work DIR] [--markdown FILE]
 
+On a VM that reports freed pages to its host the large rows vary 3x between runs: the header says
+whether it does, and page_reporting() how to turn it off.
+
 Not a test: nothing here asserts a time (the memory bound is tests/integration/test_memory_bound.py).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import mmap
 import os
 import platform
 import random
@@ -93,24 +94,26 @@ class Row:
         return cmds
 
 
-def settle(nbytes: int) -> None:
-    """Touch `nbytes` of fresh memory and give it back (untimed). This machine's VM reports the
-    pages it frees to its host (virtio-balloon free page reporting), and the host takes them
-    back: the first write to such a page after that faults in the host, which the guest sees as a
-    slow copy into the page cache. A 1 GiB output freed before a run and written anew in it made
-    one command's CPU time vary 3x between runs, `cp`'s and qconv's alike (5 of 9 runs of qconv
-    on the block-32 LLM at 695-996 ms, the others 575-585). Pages touched just before a run are
-    backed when it allocates them."""
-    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+REPORTING = "/sys/module/page_reporting/parameters/page_reporting_order"
+
+
+def page_reporting() -> str:
+    """Whether this machine's VM hands the pages it frees back to its host (virtio-balloon free
+    page reporting), for the table's header. When it does, the first write to such a page faults
+    in the host, which the guest sees as a slow copy into the page cache: a 1 GiB output freed
+    before a run and written anew in it made one command's CPU time vary 3x between runs, `cp`'s
+    and qconv's alike (qconv on the block-32 LLM: 575-996 ms in 9 runs; with reporting off,
+    527-558). Reporting covers free blocks of 2^order pages; an order past the largest block
+    (10) turns it off: `echo 11 > {REPORTING}` as root (9 is the kernel's default)."""
     try:
-        m.madvise(MADV_POPULATE_WRITE)
-    except OSError:  # a kernel before 5.14: write the pages
-        for at in range(0, nbytes, 4096):
-            m[at] = 1
-    m.close()
-
-
-MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+        order = int(open(REPORTING).read())
+    except OSError:
+        return "no free page reporting"
+    if order > 10:
+        return f"free page reporting off (order {order})"
+    print(f"warning: free page reporting is on (order {order}): the rows of 100 MB and more will vary 3x "
+          f"between runs; `echo 11 > {REPORTING}` turns it off", file=sys.stderr)
+    return f"free page reporting ON (order {order}): large rows noisy"
 
 
 def only_this_cached(row: Row, work: str) -> None:
@@ -154,13 +157,9 @@ def measure(row: Row, tools: dict[str, str], work: str, runs: int) -> dict[str, 
     only_this_cached(row, work)
     cmds = row.commands(tools, work)
 
-    size = sum(os.path.getsize(f) for f in held_out.files_of(row.model))
-
     def before(name: str) -> None:
         remove_output(cmds[name][1])
         os.sync()
-        if size >= 100 << 20:
-            settle(2 * size)  # the output and the run's buffers, with room to spare
         if row.cold:
             drop(held_out.files_of(row.model))
 
@@ -266,6 +265,7 @@ def models(work: str) -> list[Row]:
 
 
 def main() -> None:
+    reporting = page_reporting()
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=21, help="runs of the rows under 100 MB")
     ap.add_argument("--large-runs", type=int, default=5, help="runs of the 500 MB and 1 GiB rows")
@@ -320,7 +320,7 @@ def main() -> None:
         version += "; baseline: " + subprocess.run([tools["baseline"], "--version"], capture_output=True, text=True,
                                                    check=True).stdout.split("\n")[0]
     cpu = "VNNI" if any(f in open("/proc/cpuinfo").read() for f in ("avx512_vnni", "avx_vnni")) else "no VNNI"
-    text = [f"Machine: {platform.machine()}, {os.cpu_count()} cores ({cpu}), {platform.platform()}; {version}; "
+    text = [f"Machine: {platform.machine()}, {os.cpu_count()} cores ({cpu}), {platform.platform()}, {reporting}; {version}; "
             f"medians of {args.runs} runs (rows under 100 MB; --version 10x as many) and {args.large_runs} (the rest)", ""]
     text += lines
     if args.stages:
