@@ -26,7 +26,7 @@ TEST_CASE("transposeNibbles: out[c][r] = in[r][c] ^ flip, for every size and str
   uint32_t seed = 1;
   for (NibbleKernel kernel : {NibbleKernel::best, NibbleKernel::avx2, NibbleKernel::sse2, NibbleKernel::scalar}) {
   if (!qconv::nbits::runs(kernel)) continue;  // the bytes are the same whichever runs: only the coverage differs
-  for (uint64_t rows : {2u, 30u, 32u, 34u, 64u, 98u, 160u, 258u, 520u})  // past the 256 x 512 blocks of the tiled path too
+  for (uint64_t rows : {2u, 30u, 32u, 34u, 64u, 98u, 160u, 258u, 512u, 520u})  // past the 256 x 512 blocks of the tiled path too (512: whole blocks into aligned rows, streamed)
     for (uint64_t cols : {2u, 32u, 62u, 64u, 96u, 128u, 130u, 288u, 1090u, 2048u})
       for (uint64_t in_pad : {0u, 3u})
         for (uint64_t out_pad : {0u, 5u})
