@@ -4,7 +4,6 @@
 
 
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <set>

@@ -64,6 +64,10 @@ uint64_t ContentHash::value() const {
   return h;
 }
 
+namespace {
+
+/// Add bytes [from, to) of `fd` to `hash` (pread, 1 MiB at a time). False with errno set when
+/// the file cannot be read.
 bool hashFileRange(int fd, uint64_t from, uint64_t to, ContentHash& hash) {
   std::string buffer(std::min<uint64_t>(to - from, uint64_t{1} << 20), '\0');
   uint64_t at = from;
@@ -79,6 +83,8 @@ bool hashFileRange(int fd, uint64_t from, uint64_t to, ContentHash& hash) {
   }
   return true;
 }
+
+}  // namespace
 
 bool hashFile(int fd, uint64_t size, uint64_t& out) {
   ContentHash hash;

@@ -27,8 +27,4 @@ class ContentHash {
   uint64_t total_ = 0;
 };
 
-/// Add bytes [from, to) of `fd` to `hash` (pread, 1 MiB at a time). False with errno set when
-/// the file cannot be read.
-bool hashFileRange(int fd, uint64_t from, uint64_t to, ContentHash& hash);
-
 }  // namespace qconv::io

@@ -41,6 +41,19 @@ uint64_t writeAll(const TempFile& out, const char* data, uint64_t size, uint64_t
   return done;
 }
 
+/// Read bytes [from, from + n) of input `in` into `to`, all of them: a read error, or an input
+/// shorter than when it was read, fails `out` saying which.
+void readInput(const TempFile& out, int in, uint64_t from, char* to, uint64_t n) {
+  for (uint64_t got = 0; got < n;) {
+    const ssize_t r = pread(in, to + got, n - got, static_cast<off_t>(from + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      out.fail(fmt::format("cannot copy tensor bytes from the input: {}",
+                           r < 0 ? sysError() : "the input file is shorter than when it was read"));
+    got += static_cast<uint64_t>(r);
+  }
+}
+
 /// Copy [from, from + size) of `in` (an input data file, or the input model for bytes the reader
 /// left there) to `offset` of `out`: from `mapped`, where a pass's view left those bytes mapped,
 /// else (and for what a shortened file no longer has) in the kernel where it can, else through
@@ -60,15 +73,11 @@ void copyRange(int in, uint64_t from, uint64_t size, const TempFile& out, uint64
   std::string buffer;
   while (left > 0) {
     buffer.resize(std::min<uint64_t>(left, 1u << 20));
-    const ssize_t r = pread(in, buffer.data(), buffer.size(), src);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      out.fail(fmt::format("cannot copy tensor bytes from the input: {}",
-                           r < 0 ? sysError() : "the input file is shorter than when it was read"));
-    writeAll(out, buffer.data(), static_cast<uint64_t>(r), static_cast<uint64_t>(dst));
-    src += r;
-    dst += r;
-    left -= static_cast<uint64_t>(r);
+    readInput(out, in, static_cast<uint64_t>(src), buffer.data(), buffer.size());
+    writeAll(out, buffer.data(), buffer.size(), static_cast<uint64_t>(dst));
+    src += static_cast<loff_t>(buffer.size());
+    dst += static_cast<loff_t>(buffer.size());
+    left -= buffer.size();
   }
 }
 
@@ -95,33 +104,27 @@ struct Placement {
 };
 constexpr int kInPlace = -2;
 
-/// Write `p`'s bytes at its offset of `out` and add them to `hash`, a MiB at a time:
-/// from memory (raw_data, or the pages a pass's view left mapped; a file shortened since stops
-/// the mapped write, and copyRange says what is wrong) or read from its input file into `buffer`.
+/// Write `p`'s bytes at its offset of `out` and add them to `hash`, a MiB at a time, each piece
+/// hashed as the write left it in the cache: from memory (raw_data, or the pages a pass's view
+/// left mapped), else read from its input file into `buffer`. A mapped file shortened since
+/// stops the mapped write short; the rest is then read from the file, which says what is wrong
+/// (the hash covers the bytes written, whatever happens).
 void writeHashed(const TempFile& out, const Placement& p, ContentHash& hash, std::string& buffer) {
-  constexpr uint64_t kHashPiece = uint64_t{1} << 20;  // written while the hash left it in the cache
+  constexpr uint64_t kHashPiece = uint64_t{1} << 20;
   const char* memory = p.fd < 0 ? p.tensor->raw_data().data() : p.memory;
   for (uint64_t done = 0; done < p.size;) {
     const uint64_t n = std::min(kHashPiece, p.size - done);
     if (memory) {
-      hash.add(memory + done, n);
-      if (writeAll(out, memory + done, n, p.offset + done, p.fd >= 0) < n) {
-        copyRange(p.fd, p.from + done, p.size - done, out, p.offset + done);  // fails, saying why
-        return;
-      }
-    } else {
-      buffer.resize(n);
-      for (uint64_t got = 0; got < n;) {
-        const ssize_t r = pread(p.fd, buffer.data() + got, n - got, static_cast<off_t>(p.from + done + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0)
-          out.fail(fmt::format("cannot copy tensor bytes from the input: {}",
-                               r < 0 ? sysError() : "the input file is shorter than when it was read"));
-        got += static_cast<uint64_t>(r);
-      }
-      hash.add(buffer.data(), n);
-      writeAll(out, buffer.data(), n, p.offset + done);
+      const uint64_t w = writeAll(out, memory + done, n, p.offset + done, p.fd >= 0);
+      hash.add(memory + done, w);
+      done += w;
+      if (w < n) memory = nullptr;  // the rest from the file
+      continue;
     }
+    buffer.resize(n);
+    readInput(out, p.fd, p.from + done, buffer.data(), n);
+    writeAll(out, buffer.data(), n, p.offset + done);
+    hash.add(buffer.data(), n);
     done += n;
   }
 }

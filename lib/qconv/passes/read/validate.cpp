@@ -18,14 +18,12 @@
 #include <map>
 
 #include <cmath>
-#include <limits>
 
 #include "qconv/diag.h"
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/const_eval.h"
 #include "qconv/passes/driver.h"
 #include "qconv/passes/common/opset_history.h"
-#include "qconv/quant.h"
 #include "qconv/quant.h"
 
 namespace qconv {
