@@ -77,10 +77,11 @@ bool tagMatchesAt(int dirfd, const std::string& name, const struct stat& st) {
   if (owner.empty()) return false;
   const int fd = openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
-  uint64_t hash = 0;
-  const bool read = hashFile(fd, static_cast<uint64_t>(st.st_size), hash);
+  uint64_t hash = 0, v1 = 0;
+  const bool read = hashFile(fd, static_cast<uint64_t>(st.st_size), hash, v1);
   close(fd);
-  return read && name == dataFileName(owner, hash);  // the name qconv gives those bytes
+  // the name qconv gives those bytes, or the name an earlier qconv gave them (ContentHashV1)
+  return read && (name == dataFileName(owner, hash) || name == dataFileName(owner, v1));
 }
 
 /// Whether `name` ends in ".onnx", in any case: what the sweep reads as a model.

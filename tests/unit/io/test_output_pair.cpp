@@ -125,6 +125,73 @@ TEST_CASE("the data file is named by a hash of its bytes") {
   REQUIRE(whole.value() != changed.value());
 }
 
+namespace {
+uint64_t hashOf(const std::string& bytes, qconv::io::ContentHash::Kernel kernel = qconv::io::ContentHash::Kernel::best) {
+  qconv::io::ContentHash h(kernel);
+  h.add(bytes.data(), bytes.size());
+  return h.value();
+}
+}  // namespace
+
+TEST_CASE("the data file's hash: the vector code gives the word-at-a-time code's value, and place matters") {
+  std::string bytes(5000, '\0');
+  uint64_t x = 0x2545f4914f6cdd1dULL;
+  for (char& c : bytes) c = static_cast<char>((x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 56);
+  using Kernel = qconv::io::ContentHash::Kernel;
+  // every length across blocks (1 KiB) and their tails, whole, and cut in pieces at odd places
+  for (size_t n = 0; n <= 2100; n += (n < 200 ? 1 : 7)) {
+    const std::string head = bytes.substr(0, n);
+    const uint64_t best = hashOf(head);
+    REQUIRE(best == hashOf(head, Kernel::scalar));
+    qconv::io::ContentHash cut, cutScalar(Kernel::scalar);
+    for (size_t at = 0, piece = 1; at < n; at += piece, piece = piece * 3 % 97 + 1) {
+      cut.add(head.data() + at, std::min(piece, n - at));
+      cutScalar.add(head.data() + at, std::min(piece, n - at));
+    }
+    REQUIRE(cut.value() == best);
+    REQUIRE(cutScalar.value() == best);
+  }
+  // two stripes (64 bytes) of one block swapped, or of two blocks: another value
+  std::string swapped = bytes;
+  std::swap_ranges(swapped.begin() + 64, swapped.begin() + 128, swapped.begin() + 320);
+  REQUIRE(hashOf(swapped) != hashOf(bytes));
+  swapped = bytes;
+  std::swap_ranges(swapped.begin(), swapped.begin() + 64, swapped.begin() + 1024);
+  REQUIRE(hashOf(swapped) != hashOf(bytes));
+  // zeros of different lengths (the tail's padding is zeros): different values
+  REQUIRE(hashOf(std::string(63, '\0')) != hashOf(std::string(64, '\0')));
+  REQUIRE(hashOf(std::string()) != hashOf(std::string(1, '\0')));
+  // the names are a format: these values are the data-file names of released outputs, and a
+  // change to them must keep the old function for the sweep as ContentHashV1 is kept
+  REQUIRE(hashOf(std::string()) == 0x473aec5fa6ac51b5ULL);
+  REQUIRE(hashOf("qconv") == 0xd7d1413e0b3ffa37ULL);
+  qconv::io::ContentHashV1 v1;
+  v1.add("qconv", 5);
+  REQUIRE(v1.value() == 0x947793e705940e47ULL);  // the value the hash before this one gave (7156ae9)
+}
+
+TEST_CASE("a data file an earlier qconv named (ContentHashV1) is still its own to replace") {
+  const fs::path d = freshDir("v1");
+  const fs::path out = d / "out.onnx";
+  auto a = modelFilledWith('a');
+  qconv::io::writeModel(a, out.string(), external());
+  const std::string da = checkPair(out, 'a');
+  // the same bytes under the name the hash before gave them, and under a name no hash gives them
+  const std::string bytes = slurp(d / da);
+  qconv::io::ContentHashV1 v1;
+  v1.add(bytes.data(), bytes.size());
+  const std::string old_name = qconv::io::dataFileName("out.onnx", v1.value());
+  const std::string look_alike = qconv::io::dataFileName("out.onnx", v1.value() ^ 1);
+  REQUIRE(old_name != da);
+  fs::copy_file(d / da, d / old_name);
+  fs::copy_file(d / da, d / look_alike);
+  auto b = modelFilledWith('b');
+  qconv::io::writeModel(b, out.string(), external());
+  const std::string db = checkPair(out, 'b');
+  REQUIRE(listing(d) == std::set<std::string>{"out.onnx", db, look_alike});
+  fs::remove_all(d);
+}
+
 TEST_CASE("a new output replaces the old pair and removes the old data file") {
   const fs::path d = freshDir("pair");
   const fs::path out = d / "out.onnx";
