@@ -369,6 +369,7 @@ int ExternalFiles::openBelowModelDir(const std::string& location, const std::str
     throw bad(fmt::format("has {} hard links; a data file must have one", st.st_nlink));
   }
   ids_.emplace_back(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+  readInCold(cur, static_cast<uint64_t>(st.st_size));  // the run reads the tensors it holds
   return cur;
 }
 

@@ -96,12 +96,14 @@ std::vector<std::string> walkModel(const uint8_t* data, size_t size, ReleaseBehi
   return std::move(walk.found);
 }
 
-/// What the model file open as `fd` names (closed here).
-std::vector<std::string> locationsOf(int fd) {
+/// What the model file open as `fd` names (closed here). `whole`: the run reads all of it (an
+/// input), so a file out of the page cache is read in whole first (readInCold).
+std::vector<std::string> locationsOf(int fd, bool whole) {
   std::vector<std::string> found;
   struct stat st {};
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
     const auto size = static_cast<size_t>(st.st_size);
+    if (whole) readInCold(fd, size);
     if (size <= kReadWhole) {  // one read costs less than a mapping's set-up, faults and tear-down
       std::string bytes(size, '\0');
       if (pread(fd, bytes.data(), size, 0) == static_cast<ssize_t>(size))
@@ -123,12 +125,12 @@ std::vector<std::string> externalLocations(const uint8_t* data, size_t size) { r
 
 std::vector<std::string> externalLocations(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  return fd < 0 ? std::vector<std::string>{} : locationsOf(fd);
+  return fd < 0 ? std::vector<std::string>{} : locationsOf(fd, true);
 }
 
 std::vector<std::string> externalLocationsAt(int dirfd, const std::string& name) {
   const int fd = openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
-  return fd < 0 ? std::vector<std::string>{} : locationsOf(fd);
+  return fd < 0 ? std::vector<std::string>{} : locationsOf(fd, false);
 }
 
 

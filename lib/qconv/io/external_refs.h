@@ -21,7 +21,8 @@ namespace qconv::io {
 std::vector<std::string> externalLocations(const uint8_t* data, size_t size);
 
 /// The same for the model file at `path`, mapped read-only; nothing when it is not a regular
-/// file that can be opened and mapped.
+/// file that can be opened and mapped. For an input: a file out of the page cache is read in
+/// whole first, as the run reads all of it (io/mapped_file.h, readInCold).
 std::vector<std::string> externalLocations(const std::string& path);
 /// The same for the file `name` of the folder open as `dirfd` (a symbolic link is not followed).
 std::vector<std::string> externalLocationsAt(int dirfd, const std::string& name);

@@ -189,6 +189,7 @@ InputModel openModel(const std::string& path, int folder) {
   in.files->setModelIdentity(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
   bool walked = false;
   {
+    readInCold(f.fd, size);  // when externalLocations did not, as for a model the API reads
     const MappedFile map(f.fd, size);
     if (const auto* data = reinterpret_cast<const uint8_t*>(map.data())) {
       ReleaseBehind behind(data);  // or the file would show in this process's memory

@@ -1,7 +1,10 @@
 #include "qconv/io/mapped_file.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -143,6 +146,28 @@ bool MappedFile::faulted() const {
 bool guardInstalled() {
   struct sigaction now {};
   return sigaction(SIGBUS, nullptr, &now) == 0 && isOurs(now);
+}
+
+void readInCold(int fd, uint64_t size) {
+  constexpr uint64_t kSamples = 16, kLeast = uint64_t{4} << 20;
+  if (size < kLeast) return;
+  bool cold = false;
+  for (uint64_t i = 0; i < kSamples && !cold; ++i) {
+    char byte;
+    iovec one{&byte, 1};
+    // RWF_NOWAIT: EAGAIN where the byte is not in the cache (a file system that cannot say: no fill)
+    cold = preadv2(fd, &one, 1, static_cast<off_t>((size - 1) * i / (kSamples - 1)), RWF_NOWAIT) < 0 && errno == EAGAIN;
+  }
+  if (!cold) return;
+  const int sink = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (sink < 0) return;  // no /dev/null: the mapping's faults and the reads fill the cache as they go
+  off_t at = 0;
+  while (static_cast<uint64_t>(at) < size) {
+    const ssize_t sent = sendfile(sink, fd, &at, static_cast<size_t>(size - static_cast<uint64_t>(at)));
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent <= 0) break;  // a file shortened meanwhile, or one sendfile cannot read: the reads say what is wrong
+  }
+  close(sink);
 }
 
 }  // namespace qconv::io

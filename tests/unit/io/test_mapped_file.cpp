@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -145,4 +146,39 @@ TEST_CASE("ExternalFiles: a data file shortened after a view of it was read is r
   }
   fs::remove_all(dir);
   REQUIRE_FALSE(qconv::io::guardInstalled());
+}
+
+namespace {
+/// How many of the first `size` bytes' pages of `fd` are in the page cache (mincore).
+size_t residentPages(int fd, size_t size) {
+  const MappedFile map(fd, size);
+  const bool mapped = map.data() != nullptr;  // (not the pointer: Catch would print it as a string)
+  REQUIRE(mapped);
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((size + page - 1) / page);
+  REQUIRE(mincore(const_cast<char*>(map.data()), size, in.data()) == 0);
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("readInCold: a file out of the page cache is read in whole; a short or shortened one is no error") {
+  const TempPath p("cold");
+  constexpr size_t kSize = size_t{8} << 20;
+  writeFile(p.path, kSize);
+  const int fd = open(p.path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const size_t pages = (kSize + static_cast<size_t>(sysconf(_SC_PAGESIZE)) - 1) / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  REQUIRE(fdatasync(fd) == 0);  // clean pages leave the cache when dropped
+  REQUIRE(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+  const size_t before = residentPages(fd, kSize);
+  INFO("resident before: " << before << " of " << pages << " (a file system that keeps them, tmpfs, tests the rest)");
+  qconv::io::readInCold(fd, kSize);
+  CHECK(residentPages(fd, kSize) == pages);
+  // a size past the file's end (shortened meanwhile): it reads what there is and returns
+  qconv::io::readInCold(fd, kSize + (size_t{1} << 20));
+  // under 4 MiB: left as it is, whatever the cache holds
+  qconv::io::readInCold(fd, size_t{1} << 20);
+  close(fd);
 }
