@@ -131,22 +131,31 @@ ContentHash::ContentHash(Kernel kernel) : scalar_(kernel == Kernel::scalar) {
   std::copy(kKeys.begin() + kStartKeys, kKeys.end(), lanes_);
 }
 
-void ContentHash::add(const char* data, uint64_t size) {
-  const auto* p = reinterpret_cast<const unsigned char*>(data);
-  total_ += size;
-  if (tailSize_ > 0) {
-    const uint64_t take = std::min<uint64_t>(size, 64 - tailSize_);
-    std::memcpy(tail_ + tailSize_, p, take);
-    tailSize_ += take;
+namespace {
+/// Bytes [p, p + size) in whole blocks of `kBlock` bytes to `blocks(first, count)`, the ones
+/// before a whole block kept in `tail` (`tail_size` of them) until the next call completes it.
+template <uint64_t kBlock, typename Blocks>
+void inBlocks(unsigned char* tail, uint64_t& tail_size, const unsigned char* p, uint64_t size, Blocks&& blocks) {
+  if (tail_size > 0) {
+    const uint64_t take = std::min<uint64_t>(size, kBlock - tail_size);
+    std::memcpy(tail + tail_size, p, take);
+    tail_size += take;
     p += take;
     size -= take;
-    if (tailSize_ < 64) return;
-    stripe_ = stripes(lanes_, tail_, 1, stripe_, scalar_);
-    tailSize_ = 0;
+    if (tail_size < kBlock) return;
+    blocks(tail, 1);
+    tail_size = 0;
   }
-  stripe_ = stripes(lanes_, p, size / 64, stripe_, scalar_);
-  std::memcpy(tail_, p + size / 64 * 64, size % 64);
-  tailSize_ = size % 64;
+  if (size >= kBlock) blocks(p, size / kBlock);
+  std::memcpy(tail, p + size / kBlock * kBlock, size % kBlock);
+  tail_size = size % kBlock;
+}
+}  // namespace
+
+void ContentHash::add(const char* data, uint64_t size) {
+  total_ += size;
+  inBlocks<64>(tail_, tailSize_, reinterpret_cast<const unsigned char*>(data), size,
+               [this](const unsigned char* p, uint64_t count) { stripe_ = stripes(lanes_, p, count, stripe_, scalar_); });
 }
 
 uint64_t ContentHash::value() const {
@@ -174,19 +183,10 @@ void ContentHashV1::block(const char* p) {
 
 void ContentHashV1::add(const char* data, uint64_t size) {
   total_ += size;
-  if (tailSize_ > 0) {
-    const uint64_t take = std::min<uint64_t>(size, 32 - tailSize_);
-    std::memcpy(tail_ + tailSize_, data, take);
-    tailSize_ += take;
-    data += take;
-    size -= take;
-    if (tailSize_ < 32) return;
-    block(tail_);
-    tailSize_ = 0;
-  }
-  for (; size >= 32; data += 32, size -= 32) block(data);
-  std::memcpy(tail_, data, size);
-  tailSize_ = size;
+  inBlocks<32>(tail_, tailSize_, reinterpret_cast<const unsigned char*>(data), size,
+               [this](const unsigned char* p, uint64_t count) {
+                 for (; count > 0; --count, p += 32) block(reinterpret_cast<const char*>(p));
+               });
 }
 
 uint64_t ContentHashV1::value() const {

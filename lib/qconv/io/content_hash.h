@@ -41,7 +41,7 @@ class ContentHashV1 {
   void block(const char* p);
 
   uint64_t lanes_[4] = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL, 0xa4093822299f31d0ULL, 0x082efa98ec4e6c89ULL};
-  char tail_[32] = {};
+  unsigned char tail_[32] = {};
   uint64_t tailSize_ = 0;
   uint64_t total_ = 0;
 };
