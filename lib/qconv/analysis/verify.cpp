@@ -84,10 +84,12 @@ std::vector<int64_t> knownDims(const ir::Value* v) { return ir::knownDims(*v).va
 /// (1) a site's scale values.
 /// Whether every scale is finite, nonzero, of a sign allowed and (unless `subnormal_ok`) normal:
 /// one pass without a branch (scaleFlaws); the loop after it finds which one is not, when one is not.
+unsigned forbiddenFlaws(bool negative_ok, bool subnormal_ok) {
+  return kScaleNotFinite | kScaleZero | (negative_ok ? 0u : kScaleNegative) | (subnormal_ok ? 0u : kScaleSubnormal);
+}
+
 bool allValidScales(const float* scale, size_t size, bool negative_ok, bool subnormal_ok) {
-  const unsigned forbidden =
-      kScaleNotFinite | kScaleZero | (negative_ok ? 0u : kScaleNegative) | (subnormal_ok ? 0u : kScaleSubnormal);
-  return (scaleFlaws(scale, size) & forbidden) == 0;
+  return (scaleFlaws(scale, size) & forbiddenFlaws(negative_ok, subnormal_ok)) == 0;
 }
 
 std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out, ValidScales* valid) {
@@ -121,10 +123,17 @@ std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out, 
   auto record = [&] {
     if (valid && all_valid) valid->insert({s.scale, negative_ok});
   };
-  if ((s.block_size != 0 || s.packed) &&
-      ir::forFloatPieces(*s.scale, [&](uint64_t first, const float* v, size_t count) { return judge(v, count, first); })) {
-    record();
-    return std::nullopt;  // such a site's later checks read no values
+  if (s.block_size != 0 || s.packed) {
+    // a repack's scales, checked as they were written (ir::writtenFloatFlaws): read back only
+    // to say which value is wrong
+    if (const auto flaws = ir::writtenFloatFlaws(*s.scale); flaws && (*flaws & forbiddenFlaws(negative_ok, e8m0)) == 0) {
+      record();
+      return std::nullopt;
+    }
+    if (ir::forFloatPieces(*s.scale, [&](uint64_t first, const float* v, size_t count) { return judge(v, count, first); })) {
+      record();
+      return std::nullopt;  // such a site's later checks read no values
+    }
   }
   std::string why;
   auto scale = ir::readWidenedFloats(*s.scale, &why);

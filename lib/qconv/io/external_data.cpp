@@ -15,6 +15,7 @@
 
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
+#include "qconv/quant.h"
 
 namespace qconv::io {
 
@@ -101,6 +102,8 @@ ir::FileBytes ExternalFiles::keepIn(onnx::TensorProto& t, uint64_t length, const
                                      kept_.file->fd(), offset, length, false,
                                      fmt::format("{}: tensor '{}' qconv made", modelPath_, t.name()));
   spans_.back().made = true;
+  std::shared_ptr<std::atomic<unsigned>> flaws;  // a float tensor's: checked as it is written
+  if (t.data_type() == onnx::TensorProto::FLOAT) spans_.back().flaws = flaws = std::make_shared<std::atomic<unsigned>>(0);
   if (!keeping_) keeping_ = std::make_unique<WriteQueue>(uint64_t{64} << 20);
   keeping_->push(0, [this, gap, offset] {
     static constexpr char kZeros[kExternalAlignment] = {};
@@ -116,13 +119,18 @@ ir::FileBytes ExternalFiles::keepIn(onnx::TensorProto& t, uint64_t length, const
     // a streamed tensor is made as fast as it is written: 4 MiB in flight, not the queue's 64.
     // The buffer goes back to the spares on this thread, when the queue reaps the job.
     auto piece = std::make_shared<std::string>(std::move(bytes));
-    keeping_->push(piece->size(), [this, piece, where] {
-      // 256 KiB at a time, hashed and written while it is in the cache: the bytes cross memory once
+    keeping_->push(piece->size(), [this, piece, where, flaws] {
+      // 256 KiB at a time, hashed (and a float tensor's values checked) and written while it is
+      // in the cache: the bytes cross memory once
       constexpr size_t kPiece = size_t{256} << 10;
       const std::string& b = *piece;
+      if (flaws && (b.size() % 4 != 0 || where % 4 != 0 || reinterpret_cast<uintptr_t>(b.data()) % alignof(float) != 0))
+        flaws->fetch_or(kFlawsUnknown);  // not whole values where floats can be read
       for (size_t at = 0; at < b.size(); at += kPiece) {
         const size_t end = std::min(b.size(), at + kPiece);
         kept_.hash.add(b.data() + at, end - at);
+        if (flaws && b.size() % 4 == 0 && reinterpret_cast<uintptr_t>(b.data()) % alignof(float) == 0)
+          flaws->fetch_or(scaleFlaws(reinterpret_cast<const float*>(b.data() + at), (end - at) / 4), std::memory_order_relaxed);
         for (size_t done = at; done < end;) {
           const ssize_t w = pwrite(kept_.file->fd(), b.data() + done, end - done, static_cast<off_t>(where + done));
           if (w < 0 && errno == EINTR) continue;
@@ -218,7 +226,7 @@ ir::FileBytes ExternalFiles::addSpan(onnx::TensorProto& t,
     e->set_key(k);
     e->set_value(v);
   }
-  spans_.push_back({fd, offset, length, data_file, std::move(what)});
+  spans_.push_back({fd, offset, length, data_file, std::move(what), false, nullptr});
   return {this, static_cast<uint32_t>(spans_.size() - 1), length};
 }
 
@@ -271,6 +279,16 @@ void ExternalFiles::letGo(uint32_t span, uint64_t upto) const {
   heldBytes_ -= upto - h.from;
   h.from = upto;
   if (h.from == h.to) h = {};
+}
+
+std::optional<unsigned> ExternalFiles::writtenFloatFlaws(uint32_t span) const {
+  QCONV_ASSERT(span < spans_.size(), "{}: span {} of {}", modelPath_, span, spans_.size());
+  const Span& s = spans_[span];
+  if (!s.made || !s.flaws) return std::nullopt;
+  awaitKept();  // every write of it done (and its flaws or'ed in)
+  const unsigned flaws = s.flaws->load();
+  if (flaws & kFlawsUnknown) return std::nullopt;
+  return flaws;
 }
 
 const char* ExternalFiles::view(uint32_t span, uint64_t at, uint64_t n) const {

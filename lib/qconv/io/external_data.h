@@ -21,12 +21,14 @@
 #include "qconv/io/write_queue.h"
 #include "qconv/ir/tensor.h"
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -128,6 +130,7 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   /// error it reports. A file shortened while a pass reads its view reads as zeros there, and
   /// checkUnchanged() reports it before the output is committed.
   const char* view(uint32_t span, uint64_t at, uint64_t n) const override;
+  std::optional<unsigned> writtenFloatFlaws(uint32_t span) const override;
   static constexpr uint64_t kViewWindow = uint64_t{32} << 20;  // a ResNet-50's weights
 
   /// ir::ByteKeeper: `bytes` appended to a temporary file (io::TempFile: unnamed where the file
@@ -170,7 +173,11 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
     bool data_file;
     std::string what;
     bool made = false;  // keep()'s: read only once its write is done
+    // keep()'s float32 tensors: the scaleFlaws of the values written, or'ed by the writes
+    // (kFlawsUnknown: a piece that was not whole values)
+    std::shared_ptr<std::atomic<unsigned>> flaws;
   };
+  static constexpr unsigned kFlawsUnknown = 1u << 31;  // beside scaleFlaws' bits
   struct Held {
     uint64_t from = 0, to = 0;  // view(): a span's bytes [from, to) held mapped
   };

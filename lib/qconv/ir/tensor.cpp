@@ -129,6 +129,14 @@ bool forFloatPieces(const Value& v, const std::function<bool(uint64_t, const flo
   return true;
 }
 
+std::optional<unsigned> writtenFloatFlaws(const Value& v) {
+  const TensorProto* t = v.initializer();
+  const FileBytes& file = v.fileBytes();
+  if (!t || t->data_type() != TensorProto::FLOAT || t->data_location() != TensorProto::EXTERNAL || !file)
+    return std::nullopt;
+  return file.source->writtenFloatFlaws(file.span);
+}
+
 std::string loadBytes(const FileBytes& bytes) {
   QCONV_ASSERT(bytes, "loadBytes: a tensor that is not file-backed");
   std::string out(bytes.length, '\0');

@@ -111,6 +111,10 @@ inline constexpr uint64_t kFloatPieceBytes = uint64_t{16} << 20;
 /// tensor: read it whole. A file that cannot be read throws (ByteSource::read).
 bool forFloatPieces(const Value& v, const std::function<bool(uint64_t, const float*, size_t)>& fn);
 
+/// For float32 `v` whose bytes its source wrote itself (ByteSource::writtenFloatFlaws: a repack's
+/// scales), the qconv::scaleFlaws of its values as they were written; nullopt otherwise.
+std::optional<unsigned> writtenFloatFlaws(const Value& v);
+
 /// Sequential reader of a tensor of one byte per element (INT8, UINT8), so that a weight of any
 /// size is read in bounded memory: raw_data in place, a file-backed tensor in place where its
 /// source can show it so (ByteSource::view) or else through a buffer refilled 1 MiB at a time,

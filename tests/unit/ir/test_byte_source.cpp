@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <set>
 
 #include "model_builder.h"
@@ -16,6 +18,7 @@
 #include "qconv/ir/tensor.h"
 #include "qconv/pipeline/pass_manager.h"
 #include "qconv/pipeline/run.h"
+#include "qconv/quant.h"
 
 using namespace qtest;
 namespace fs = std::filesystem;
@@ -32,7 +35,12 @@ class FakeSource : public qconv::ir::ByteSource {
     if (fails_) throw qconv::Error(qconv::ExitCode::BadInput, "fake.onnx: initializer 'w': cannot read its bytes: EIO");
     std::copy_n(bytes_.data() + at, n, out);
   }
+  std::optional<unsigned> writtenFloatFlaws(uint32_t span) const override {
+    REQUIRE(span == 7);
+    return written;
+  }
   mutable int reads = 0;
+  std::optional<unsigned> written;  // as a keeper says of what it wrote
 
  private:
   std::string bytes_;
@@ -391,4 +399,63 @@ TEST_CASE("blocked scales verify found valid are not read again by validate, whe
     REQUIRE(e.code() == qconv::ExitCode::BadInput);
     REQUIRE_THAT(e.what(), Catch::Contains("w_dq") && Catch::Contains("scale 0 is not positive and finite"));
   }
+}
+
+TEST_CASE("blocked scales their writer checked as it wrote them are not read back, unless flawed") {
+  auto run = [](std::optional<unsigned> written, std::vector<float> values) {
+    FakeSource source(floatBytes(std::move(values)));
+    source.written = written;
+    qconv::ir::Model model = blockedModel(source);
+    Reporter r;
+    qconv::PassManager({"validate"}).run(model, r.ctx, nullptr);
+    return source.reads;
+  };
+  const std::vector<float> valid(32, 0.5f);
+  // verify input and verify output read them once each, validate none (verify found them valid)
+  REQUIRE(run(std::nullopt, valid) == 2);
+  // written and checked, with no flaw: neither verify reads them
+  REQUIRE(run(0u, valid) == 0);
+  // a negative value, which a DequantizeLinear's blocked scale may be: still not read
+  REQUIRE(run(qconv::kScaleNegative, valid) == 0);
+  // a flaw that is an error (a zero): read, and the value named
+  std::vector<float> with_zero(32, 0.5f);
+  with_zero[19] = 0.0f;
+  FakeSource bad(floatBytes(with_zero));
+  bad.written = qconv::kScaleZero;
+  qconv::ir::Model model = blockedModel(bad);
+  Reporter r;
+  REQUIRE_THROWS_WITH(qconv::PassManager({"validate"}).run(model, r.ctx, nullptr),
+                      Catch::Contains("w_dq") && Catch::Contains("scale 0 is not positive and finite"));
+  REQUIRE(bad.reads >= 1);
+}
+
+TEST_CASE("the keeper checks a float tensor's values as it writes them, and says nothing of other tensors") {
+  Dir d;
+  qconv::io::ExternalFiles files(d / "in.onnx");
+  auto keepFloats = [&](const std::vector<float>& values, bool pieces) {
+    onnx::TensorProto t;
+    t.set_data_type(TensorProto::FLOAT);
+    t.add_dims(static_cast<int64_t>(values.size()));
+    const std::string bytes = floatBytes(values);
+    if (!pieces) return files.keep(t, bytes);
+    size_t at = 0;  // pieces of 6 bytes and the rest: values cut in two
+    return files.keepPieces(t, bytes.size(), [&](std::string& piece) {
+      const size_t n = at == 0 ? 6 : bytes.size() - at;
+      piece = bytes.substr(at, n);
+      at += n;
+    });
+  };
+  std::vector<float> values(300000, 0.25f);  // more than one 256 KiB write
+  REQUIRE(files.writtenFloatFlaws(keepFloats(values, false).span) == 0u);
+  values[299999] = 0.0f;
+  values[70000] = -1.0f;
+  REQUIRE(files.writtenFloatFlaws(keepFloats(values, false).span) == (qconv::kScaleZero | qconv::kScaleNegative));
+  values[5] = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE(files.writtenFloatFlaws(keepFloats(values, false).span) ==
+          (qconv::kScaleZero | qconv::kScaleNegative | qconv::kScaleNotFinite));
+  REQUIRE_FALSE(files.writtenFloatFlaws(keepFloats(values, true).span));  // not whole values a piece: unknown
+  onnx::TensorProto ints;
+  ints.set_data_type(TensorProto::INT8);
+  ints.add_dims(4096);
+  REQUIRE_FALSE(files.writtenFloatFlaws(files.keep(ints, std::string(4096, '\1')).span));
 }
