@@ -124,12 +124,14 @@ ir::FileBytes ExternalFiles::keepIn(onnx::TensorProto& t, uint64_t length, const
       // in the cache: the bytes cross memory once
       constexpr size_t kPiece = size_t{256} << 10;
       const std::string& b = *piece;
-      if (flaws && (b.size() % 4 != 0 || where % 4 != 0 || reinterpret_cast<uintptr_t>(b.data()) % alignof(float) != 0))
-        flaws->fetch_or(kFlawsUnknown);  // not whole values where floats can be read
+      // a float tensor's values checked: whole values, where floats can be read
+      const bool values = flaws && b.size() % 4 == 0 && where % 4 == 0 &&
+                          reinterpret_cast<uintptr_t>(b.data()) % alignof(float) == 0;
+      if (flaws && !values) flaws->fetch_or(kFlawsUnknown);
       for (size_t at = 0; at < b.size(); at += kPiece) {
         const size_t end = std::min(b.size(), at + kPiece);
         kept_.hash.add(b.data() + at, end - at);
-        if (flaws && b.size() % 4 == 0 && reinterpret_cast<uintptr_t>(b.data()) % alignof(float) == 0)
+        if (values)
           flaws->fetch_or(scaleFlaws(reinterpret_cast<const float*>(b.data() + at), (end - at) / 4), std::memory_order_relaxed);
         for (size_t done = at; done < end;) {
           const ssize_t w = pwrite(kept_.file->fd(), b.data() + done, end - done, static_cast<off_t>(where + done));
