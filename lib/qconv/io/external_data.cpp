@@ -96,6 +96,7 @@ ir::FileBytes ExternalFiles::keepIn(onnx::TensorProto& t, uint64_t length, const
     }
   }
   const uint64_t gap = kept_.end, offset = (gap + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
+  kept_.file->reserve(offset, length);  // blocks allocated now: the writes cost less, and a full disk fails here
   kept_.end = offset + length;
   kept_.tensors += length;
   const ir::FileBytes made = addSpan(t, {{"offset", std::to_string(offset)}, {"length", std::to_string(length)}},

@@ -71,10 +71,13 @@ void TempFile::retarget(std::string target) {
 
 void TempFile::fail(const std::string& what) const { throw Error(ExitCode::Output, fmt::format("{}: {}", target_, what)); }
 
-void TempFile::reserve(uint64_t size) {
+void TempFile::reserve(uint64_t size) { reserve(0, size); }
+
+void TempFile::reserve(uint64_t offset, uint64_t size) {
   if (size == 0) return;
   // a file system without fallocate (EOPNOTSUPP) just allocates as it writes
-  if (fallocate(fd_, 0, 0, static_cast<off_t>(size)) != 0 && errno != EOPNOTSUPP && errno != ENOSYS)
+  if (fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(size)) != 0 && errno != EOPNOTSUPP &&
+      errno != ENOSYS)
     fail(fmt::format("cannot allocate {} bytes: {}", size, sysError()));
 }
 

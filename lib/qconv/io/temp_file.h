@@ -67,6 +67,10 @@ class TempFile {
   /// Allocate the file's blocks before writing: a full disk fails here, before any work, and
   /// ext4 then has no delayed allocation to flush when the file is renamed over an old one.
   void reserve(uint64_t size);
+  /// reserve() bytes [offset, offset + size), as a file written piece by piece learns its size
+  /// (ExternalFiles' kept tensors): writing into allocated blocks costs ext4 about 40% less CPU
+  /// than its delayed allocation (1 GiB in 512 KiB writes: 160 -> 94 ms).
+  void reserve(uint64_t offset, uint64_t size);
   /// Permissions as a new file would get, flushed to disk if `durable`. The descriptor stays
   /// readable until commit.
   void finish(bool durable);
