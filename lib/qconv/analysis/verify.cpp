@@ -124,15 +124,13 @@ std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out, 
     if (valid && all_valid) valid->insert({s.scale, negative_ok});
   };
   if (s.block_size != 0 || s.packed) {
-    // a repack's scales, checked as they were written (ir::writtenFloatFlaws): read back only
-    // to say which value is wrong
-    if (const auto flaws = ir::writtenFloatFlaws(*s.scale); flaws && (*flaws & forbiddenFlaws(negative_ok, e8m0)) == 0) {
+    // a repack's scales were checked as they were written (ir::writtenFloatFlaws): read back
+    // only to say which value is wrong; others in pieces. Such a site's later checks read no values.
+    const auto flaws = ir::writtenFloatFlaws(*s.scale);
+    if ((flaws && (*flaws & forbiddenFlaws(negative_ok, e8m0)) == 0) ||
+        ir::forFloatPieces(*s.scale, [&](uint64_t first, const float* v, size_t count) { return judge(v, count, first); })) {
       record();
       return std::nullopt;
-    }
-    if (ir::forFloatPieces(*s.scale, [&](uint64_t first, const float* v, size_t count) { return judge(v, count, first); })) {
-      record();
-      return std::nullopt;  // such a site's later checks read no values
     }
   }
   std::string why;
