@@ -1,6 +1,7 @@
 #include "qconv/analysis/contents.h"
 
 #include <unordered_set>
+#include <string_view>
 
 #include "qconv/quant.h"
 
@@ -11,9 +12,9 @@ namespace {
 bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 bool isOnnxruntimeQuantOp(const std::string& op) {
-  static const char* const kOps[] = {"QGemm",      "QuantizeLinear",       "DequantizeLinear", "QAttention",
+  static constexpr std::string_view kOps[] = {"QGemm",      "QuantizeLinear",       "DequantizeLinear", "QAttention",
                                      "MatMulNBits", "MatMulBnb4",          "GatherBlockQuantized"};
-  for (const char* o : kOps)
+  for (std::string_view o : kOps)
     if (op == o) return true;
   return startsWith(op, "QLinear") || startsWith(op, "DynamicQuantize") || op.find("Integer") != std::string::npos;
 }
@@ -29,7 +30,7 @@ std::vector<std::string> Contents::dialectNames() const {
 const char* dialectOf(const ir::Node& n) {
   const std::string& d = n.domain();
   if (const char* foreign = foreignQuantDialect(d)) return foreign;
-  if (n.opType() == "FakeQuantize") return "OpenVINO FakeQuantize";  // in any domain
+  if (n.opIs("FakeQuantize")) return "OpenVINO FakeQuantize";  // in any domain
   if (d == "com.microsoft") return isOnnxruntimeQuantOp(n.opType()) ? "onnxruntime com.microsoft" : nullptr;
   if (!d.empty()) return nullptr;
   if (isQuantize(n) || isDequantize(n)) return "standard QDQ";

@@ -8,7 +8,7 @@ namespace qconv::analysis {
 namespace {
 
 bool isQorDQ(const ir::Node& n, const char* op) {
-  return n.opType() == op && (n.domain().empty() || n.domain() == "com.microsoft");
+  return n.opIs(op) && (n.domain().empty() || n.domain() == "com.microsoft");
 }
 
 /// `axis` of a value of rank `rank` (-1: unknown), normalized.
@@ -48,8 +48,8 @@ std::vector<QuantSite> quantSites(const ir::Node& n) {
     if (t && n.input(1)) sites.push_back({&n, t, n.input(1), n.input(2), axis, q ? "y" : "x", n.attrInt("block_size", 0)});
     return sites;
   }
-  if (n.domain() == "com.microsoft" && (n.opType() == "MatMulNBits" || n.opType() == "GatherBlockQuantized")) {
-    const bool matmul = n.opType() == "MatMulNBits";
+  if (n.domain() == "com.microsoft" && (n.opIs("MatMulNBits") || n.opIs("GatherBlockQuantized"))) {
+    const bool matmul = n.opIs("MatMulNBits");
     const ir::Value* t = n.input(matmul ? 1 : 0);
     if (t && n.input(2))
       sites.push_back({&n, t, n.input(2), n.input(3), -1, matmul ? "B" : "data", n.attrInt("block_size", 0), true});

@@ -99,7 +99,7 @@ std::optional<std::vector<float>> checkScale(const QuantSite& s, Findings& out, 
   const bool e8m0 = s.scale->initializer()->data_type() == TensorProto::FLOAT8E8M0;
   // a blocked weight's scale may be negative (onnxruntime's symmetric weight-only quantizer
   // writes each block's sign into it): a DequantizeLinear only multiplies by it
-  const bool negative_ok = s.block_size != 0 && n.opType() == "DequantizeLinear";
+  const bool negative_ok = s.block_size != 0 && n.opIs("DequantizeLinear");
   // the first invalid one of `count` scales from index `base`, said; false when there is one
   bool all_valid = true;  // so far
   auto judge = [&](const float* scale, size_t count, uint64_t base) {
@@ -156,7 +156,7 @@ int64_t checkZeroPoint(const QuantSite& s, Findings& out) {
                         s.zero_point->name(), ir::typeName(zt)));
     return -1;
   }
-  if (const int64_t od = n.opType() == "QuantizeLinear" ? n.attrInt("output_dtype", 0) : 0; od && od != zt) {
+  if (const int64_t od = n.opIs("QuantizeLinear") ? n.attrInt("output_dtype", 0) : 0; od && od != zt) {
     out.add("zero-point-range", n, s.tensor,
             fmt::format("{} zero point '{}' is {}, its output_dtype {}: the two must agree", s.role, s.zero_point->name(),
                         ir::typeName(zt), ir::typeName(static_cast<int32_t>(od))));

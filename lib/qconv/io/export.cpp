@@ -53,8 +53,8 @@ void collectSubgraphNames(const onnx::GraphProto& g, const Candidates& c, std::u
 /// Minimum default-domain opset of the ops qconv creates.
 int64_t minOpsetFor(const ir::Node& n) {
   if (!n.domain().empty()) return 0;
-  if (n.opType() == "QLinearConv" || n.opType() == "QLinearMatMul") return 10;
-  if ((n.opType() == "QuantizeLinear" || n.opType() == "DequantizeLinear") && n.attribute("axis")) return 13;
+  if (n.opIs("QLinearConv") || n.opIs("QLinearMatMul")) return 10;
+  if ((n.opIs("QuantizeLinear") || n.opIs("DequantizeLinear")) && n.attribute("axis")) return 13;
   return 0;
 }
 

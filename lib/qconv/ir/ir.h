@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -91,7 +92,11 @@ class Node {
   /// Domain with "ai.onnx" folded into "" (the same domain).
   const std::string& domain() const { return domain_; }
   const std::string& name() const { return proto_->name(); }
-  bool is(const char* op_type) const { return domain_.empty() && *op_type_ == op_type; }
+  /// This op type, in any domain. Lengths compare first (a string_view's ==), so most mismatches
+  /// cost no memcmp: passes ask this of every node, several times each.
+  bool opIs(std::string_view op_type) const { return std::string_view(*op_type_) == op_type; }
+  /// This op type, in the standard domain.
+  bool is(std::string_view op_type) const { return domain_.empty() && opIs(op_type); }
 
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }

@@ -92,8 +92,8 @@ std::string gatherBlockQuantizedProblem(const ir::Node& n) {
 
 std::string contribDefinitionProblem(const ir::Node& n) {
   if (n.domain() != "com.microsoft") return {};
-  if (n.opType() == "MatMulNBits") return matMulNBitsProblem(n);
-  if (n.opType() == "GatherBlockQuantized") return gatherBlockQuantizedProblem(n);
+  if (n.opIs("MatMulNBits")) return matMulNBitsProblem(n);
+  if (n.opIs("GatherBlockQuantized")) return gatherBlockQuantizedProblem(n);
   return {};
 }
 

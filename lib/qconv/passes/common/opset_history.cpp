@@ -176,7 +176,7 @@ int64_t targetOpsetMin(const TargetProfile& t, const ir::Model& model) {
     for (const ir::Node* n : model.graph.nodes())
       if (n->domain().empty())
         for (const auto& [op, opset] : t.op_opset_min)
-          if (n->opType() == op) floor = std::max(floor, opset);
+          if (n->opIs(op)) floor = std::max(floor, opset);
   return floor;
 }
 

@@ -43,7 +43,7 @@ namespace {
 
 /// Bounds of a Relu or Clip as floats; nullopt when they are not constant.
 std::optional<std::pair<float, float>> activationBounds(const ir::Node& act, std::string* why) {
-  if (act.opType() == "Relu") return std::make_pair(0.0f, std::numeric_limits<float>::infinity());
+  if (act.opIs("Relu")) return std::make_pair(0.0f, std::numeric_limits<float>::infinity());
   return clipBounds(act, why);
 }
 

@@ -1,6 +1,7 @@
 #include "qconv/passes/common/quant_slots.h"
 
 #include <string>
+#include <string_view>
 
 namespace qconv {
 
@@ -22,12 +23,12 @@ bool isZeroPointInput(const ir::Node& n, int index) {
 
 bool movesData(const ir::Node& n) {
   if (!n.domain().empty()) return false;
-  static const char* const kOps[] = {"Reshape", "Flatten",   "Transpose", "Squeeze", "Unsqueeze",
+  static constexpr std::string_view kOps[] = {"Reshape", "Flatten",   "Transpose", "Squeeze", "Unsqueeze",
                                      "Identity", "Slice",    "Gather",    "Split",   "Concat",
                                      "Tile",     "Expand",   "DepthToSpace", "SpaceToDepth", "MaxPool"};
-  for (const char* op : kOps)
-    if (n.opType() == op) return true;
-  if (n.opType() == "Resize") {  // nearest: every output is a copy of an input (issue 36: YOLOv8's upsampling)
+  for (std::string_view op : kOps)
+    if (n.opIs(op)) return true;
+  if (n.opIs("Resize")) {  // nearest: every output is a copy of an input (issue 36: YOLOv8's upsampling)
     const auto* mode = n.attribute("mode");
     return !mode || mode->s() == "nearest";
   }
@@ -35,18 +36,18 @@ bool movesData(const ir::Node& n) {
 }
 
 bool computesOnData(const ir::Node& n) {
-  return movesData(n) || (n.domain().empty() && (n.opType() == "Resize" || n.opType() == "Pad" || n.opType() == "Upsample"));
+  return movesData(n) || (n.domain().empty() && (n.opIs("Resize") || n.opIs("Pad") || n.opIs("Upsample")));
 }
 
 std::vector<int> dataInputs(const ir::Node& n) {
-  if (n.opType() != "Concat") return {0};
+  if (!n.opIs("Concat")) return {0};
   std::vector<int> all;
   for (size_t i = 0; i < n.inputs().size(); ++i) all.push_back(static_cast<int>(i));
   return all;
 }
 
 std::vector<int> dataOutputs(const ir::Node& n) {
-  if (n.opType() != "Split") return {0};
+  if (!n.opIs("Split")) return {0};
   std::vector<int> all;
   for (size_t i = 0; i < n.outputs().size(); ++i) all.push_back(static_cast<int>(i));
   return all;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string_view>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/const_eval.h"
@@ -100,10 +101,10 @@ bool takesOneShape(const ir::Graph& graph) {
 }
 
 bool isShapeOp(const ir::Node& n) {
-  static const char* const kOps[] = {"Shape",   "Slice", "Concat", "Gather",    "Unsqueeze",      "Squeeze",
+  static constexpr std::string_view kOps[] = {"Shape",   "Slice", "Concat", "Gather",    "Unsqueeze",      "Squeeze",
                                      "Cast",    "Add",   "Sub",    "Mul",       "Reshape",        "Transpose",
                                      "Identity", "ConstantOfShape"};
-  return n.domain().empty() && std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.is(op); });
+  return n.domain().empty() && std::any_of(std::begin(kOps), std::end(kOps), [&](std::string_view op) { return n.is(op); });
 }
 
 namespace {

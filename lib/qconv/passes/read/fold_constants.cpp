@@ -15,7 +15,7 @@
 namespace qconv {
 
 void foldConstants(ir::Model& model, PassContext& ctx) {
-  foldNodes(model, ctx, [](const ir::Node& n) { return n.opType() == "Constant"; });
+  foldNodes(model, ctx, [](const ir::Node& n) { return n.opIs("Constant"); });
 }
 
 }  // namespace qconv

@@ -22,6 +22,7 @@
 //      [1, 16384] Mul of a small model costs nothing (the node stays, logged with -v).
 // A chain folds in one forward sweep, since nodes come in topological order.
 #include <algorithm>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -49,10 +50,10 @@ std::optional<uint64_t> broadcastCount(const std::vector<eval::Tensor>& in) {
 }
 
 bool isFoldable(const ir::Node& n) {
-  static const char* const kOps[] = {"Constant", "Identity", "Cast", "Round", "Mul",
+  static constexpr std::string_view kOps[] = {"Constant", "Identity", "Cast", "Round", "Mul",
                                      "Div",      "Add",      "Sub",  "Clip",  "QuantizeLinear", "Reshape"};
   if (!n.domain().empty() || n.outputs().size() != 1 || !n.output(0)) return false;
-  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.opType() == op; });
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](std::string_view op) { return n.opIs(op); });
 }
 
 }  // namespace
@@ -101,7 +102,7 @@ struct Fold {
     }
     auto result = eval::evalNode(n, {inputs.begin(), inputs.end()}, opset, &why);  // (4)
     if (!result) return why.empty() ? Match<Group>::none() : Match<Group>::refuse(why, Report::Detail);
-    if (n.opType() != "Constant" && result->byteSize() > std::max<size_t>(largest, 8))  // (5)
+    if (!n.opIs("Constant") && result->byteSize() > std::max<size_t>(largest, 8))  // (5)
       return Match<Group>::refuse("the result would be larger than its inputs", Report::Detail);
     return Group{&n, std::move(*result)};
   }

@@ -136,7 +136,7 @@ struct LowerFakeQuantize {
   int64_t opset;
   bool approximate;
 
-  bool root(const ir::Node& n) const { return n.domain() == "org.openvinotoolkit" && n.opType() == "FakeQuantize"; }
+  bool root(const ir::Node& n) const { return n.domain() == "org.openvinotoolkit" && n.opIs("FakeQuantize"); }
   std::string declined(const ir::Node&) const { return "FakeQuantize not converted"; }
 
   Match<Group> select(ir::Node& n) {

@@ -42,7 +42,7 @@ struct LowerGatherBlockQuantized {
   std::optional<std::string> blocker;  // why the opset cannot be raised to 21 ("" when it can), once asked
   bool raised = false;
 
-  bool root(const ir::Node& n) const { return n.domain() == "com.microsoft" && n.opType() == "GatherBlockQuantized"; }
+  bool root(const ir::Node& n) const { return n.domain() == "com.microsoft" && n.opIs("GatherBlockQuantized"); }
   std::string declined(const ir::Node&) const { return "stays com.microsoft::GatherBlockQuantized"; }
 
   Match<Group> select(ir::Node& n) {

@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <string_view>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/action_util.h"
@@ -49,7 +50,7 @@ namespace qconv {
 
 namespace {
 
-const char* const kWrapped[] = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "Reshape",
+constexpr std::string_view kWrapped[] = {"Relu", "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool", "Reshape",
                                 "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity"};
 
 bool isIntegerConv(const ir::Node& n) {
@@ -170,7 +171,7 @@ struct Chain {
   void wrap(ir::Node& n, float s) {
     ir::Value* x = n.input(0);
     const int32_t t = typeOf(x);
-    const bool averaging = n.opType() == "GlobalAveragePool" || n.opType() == "AveragePool";
+    const bool averaging = n.opIs("GlobalAveragePool") || n.opIs("AveragePool");
     const float view = averaging ? 1.0f : s;
     std::vector<ir::Value*> in = n.inputs();
     in[0] = dequantize(g, n, x, view, t);
@@ -227,7 +228,7 @@ struct LowerIntegerOps {
     const float s = *chain.scaleOf(n.input(0));
     if (n.is("Pad") && padsWithZero(n)) return Group{Kind::ZeroPad, &n, s, std::nullopt};
     const bool wrappable = n.domain().empty() && padsWithZero(n) &&
-                           std::any_of(std::begin(kWrapped), std::end(kWrapped), [&](const char* op) { return n.opType() == op; }) &&
+                           std::any_of(std::begin(kWrapped), std::end(kWrapped), [&](std::string_view op) { return n.opIs(op); }) &&
                            std::none_of(n.inputs().begin() + 1, n.inputs().end(), [&](const ir::Value* v) { return chain.scaleOf(v).has_value(); });
     if (!wrappable) return Match<Group>::refuse("qconv wraps only Relu, MaxPool, pools, reshapes and similar one-input ops");
     return Group{Kind::Wrap, &n, s, std::nullopt};
@@ -251,7 +252,7 @@ struct LowerIntegerOps {
                                                "quantizer (float products of the scales can move a near-tie of acc / divisor by one step)");
         return;
       case Kind::Wrap:
-        if (n.opType() == "GlobalAveragePool" || n.opType() == "AveragePool")
+        if (n.opIs("GlobalAveragePool") || n.opIs("AveragePool"))
           ctx.report(Report::Done, n, n.opType() + " on int8 rebuilt on the integers: the mean is rounded half away from zero, as Aidge's CPU backend does");
         chain.wrap(n, g.scale);
         ctx.count("integer op wrapped in DQ/Q");

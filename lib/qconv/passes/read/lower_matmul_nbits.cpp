@@ -66,7 +66,7 @@ struct LowerMatMulNBits {
     return it->second;
   }
 
-  bool root(const ir::Node& n) const { return n.domain() == "com.microsoft" && n.opType() == "MatMulNBits"; }
+  bool root(const ir::Node& n) const { return n.domain() == "com.microsoft" && n.opIs("MatMulNBits"); }
   std::string declined(const ir::Node&) const { return "stays com.microsoft::MatMulNBits"; }
 
   Match<Group> select(ir::Node& n) {

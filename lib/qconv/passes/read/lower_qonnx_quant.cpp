@@ -40,7 +40,7 @@ bool isQonnxDomain(const std::string& d) {
 }
 
 bool isQonnxQuant(const ir::Node& n) {
-  return (n.opType() == "Quant" || n.opType() == "IntQuant") && isQonnxDomain(n.domain());
+  return (n.opIs("Quant") || n.opIs("IntQuant")) && isQonnxDomain(n.domain());
 }
 
 struct QuantSpec {
@@ -131,12 +131,12 @@ struct LowerQonnxQuant {
   };
   int64_t opset;
 
-  bool root(const ir::Node& n) const { return isQonnxQuant(n) || (n.opType() == "BipolarQuant" && isQonnxDomain(n.domain())); }
+  bool root(const ir::Node& n) const { return isQonnxQuant(n) || (n.opIs("BipolarQuant") && isQonnxDomain(n.domain())); }
   std::string declined(const ir::Node& n) const { return n.domain() + "::" + n.opType() + " not converted"; }
 
   Match<Group> select(ir::Node& n) {
     std::string why;
-    if (n.opType() == "BipolarQuant") {
+    if (n.opIs("BipolarQuant")) {
       if (!canEmulateBipolarQuant(n, opset, &why)) return Match<Group>::unconvertible(why);
       return Group{&n, std::nullopt, {}, "bipolar values"};
     }
@@ -154,7 +154,7 @@ struct LowerQonnxQuant {
       return;
     }
     ctx.report(Report::Done, n, fmt::format("{}::{} emulated exactly with float ops (no Q/DQ form: {})", n.domain(), n.opType(), g.why));
-    if (n.opType() == "BipolarQuant") {
+    if (n.opIs("BipolarQuant")) {
       emulateBipolarQuant(graph, n);
       ctx.count("QONNX BipolarQuant emulated");
     } else {

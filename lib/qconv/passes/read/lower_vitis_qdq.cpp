@@ -162,7 +162,7 @@ ir::Value* integersBehind(const ir::Value* q) {
              : nullptr;
 }
 
-bool isVai(const ir::Node& n, const char* op) { return n.domain() == "vai" && n.opType() == op; }
+bool isVai(const ir::Node& n, const char* op) { return n.domain() == "vai" && n.opIs(op); }
 
 /// vai::QuantizeLinear: standard Q/DQ when 1-5 hold, else the exact emulation.
 struct VaiQuantize {

@@ -36,6 +36,7 @@
 #include <optional>
 #include <set>
 #include <vector>
+#include <string_view>
 
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/element_types.h"
@@ -91,7 +92,7 @@ bool computedThrough(const ir::Value* v, std::string_view op) {
     const ir::Node* p = todo.back()->producer();
     todo.pop_back();
     if (!p || !seen.insert(p).second) continue;
-    if (p->opType() == op) return true;
+    if (p->opIs(op)) return true;
     for (const ir::Value* in : p->inputs())
       if (in && !in->isConstant()) todo.push_back(in);
   }
@@ -106,9 +107,9 @@ bool computedFromConstants(const ir::Value* v) {
 
 /// Rule op "*": `n` computes on a float input 0 (condition 1).
 bool computesInFloat(const ir::Node& n, const ElementTypes& types) {
-  static const char* const kNot[] = {"Shape", "Size", "Constant", "ConstantOfShape", "Cast", "CastLike"};
+  static constexpr std::string_view kNot[] = {"Shape", "Size", "Constant", "ConstantOfShape", "Cast", "CastLike"};
   if (movesData(n) || isQuantize(n) || isDequantize(n)) return false;
-  if (std::any_of(std::begin(kNot), std::end(kNot), [&](const char* op) { return n.opType() == op; })) return false;
+  if (std::any_of(std::begin(kNot), std::end(kNot), [&](std::string_view op) { return n.opIs(op); })) return false;
   const int32_t t = n.input(0) ? types.of(n.input(0)) : 0;
   return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::FLOAT16;
 }
@@ -136,14 +137,14 @@ const ir::Node* producerThroughQdq(const ir::Value* v) {
 /// at most two QuantizeLinear/DequantizeLinear.
 bool otherFrom(const ir::Node& n, size_t k, std::string_view op) {
   const ir::Node* p = n.inputs().size() == 2 ? producerThroughQdq(n.input(1 - k)) : nullptr;
-  return p && p->opType() == op && p->domain().empty();
+  return p && p->opIs(op) && p->domain().empty();
 }
 
 /// Whether a node of type `op` reads `v`, directly or through at most two QuantizeLinear/DequantizeLinear.
 bool readBy(const ir::Value* v, std::string_view op, int depth = 0) {
   for (const ir::Use& u : v->uses()) {
     if (u.index < 0 || !u.node->domain().empty()) continue;
-    if (u.node->opType() == op && u.index == 0) return true;
+    if (u.node->opIs(op) && u.index == 0) return true;
     if (depth < 2 && (isQuantize(*u.node) || isDequantize(*u.node)) && u.index == 0 && u.node->output(0) &&
         readBy(u.node->output(0), op, depth + 1))
       return true;

@@ -24,6 +24,8 @@
 // Every such weight is read once (weight_pairs.h); --no-saturation-check skips the pass.
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "qconv/ir/tensor.h"
 #include "qconv/passes/common/conv_group.h"
 #include "qconv/passes/common/qdq_select.h"
@@ -70,7 +72,7 @@ std::optional<Weight> u8s8Weight(ir::Node& n) {
     const bool conv = n.opType().find("Conv") != std::string::npos;
     return int8Weight(n.input(w), conv ? PairLayout::ConvMCk : PairLayout::MatrixKN, group);
   }
-  if (n.domain() == "com.microsoft" && n.opType() == "QGemm") {  // kept by --format qop, or refused by unfuse-qop
+  if (n.domain() == "com.microsoft" && n.opIs("QGemm")) {  // kept by --format qop, or refused by unfuse-qop
     if (operandType(n, 0, 2) != TensorProto::UINT8) return std::nullopt;
     return int8Weight(n.input(3), n.attrInt("transB", 0) ? PairLayout::MatrixNK : PairLayout::MatrixKN, 1);
   }
@@ -102,9 +104,11 @@ struct CheckSaturation {
   PairScratch scratch;
 
   bool root(const ir::Node& n) const {
-    for (const char* op : {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger", "Conv", "MatMul", "Gemm"})
+    static constexpr std::string_view kRoots[] = {"QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger",
+                                                  "Conv",        "MatMul",        "Gemm"};
+    for (std::string_view op : kRoots)
       if (n.is(op)) return true;
-    return n.domain() == "com.microsoft" && n.opType() == "QGemm";
+    return n.domain() == "com.microsoft" && n.opIs("QGemm");
   }
   std::string declined(const ir::Node&) const { return "weight pairs not counted"; }
 
