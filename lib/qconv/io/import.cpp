@@ -97,11 +97,20 @@ void inlineAttributeTensors(onnx::NodeProto& n, ExternalFiles& files, const std:
   }
 }
 
+/// Whether an attribute of `n` holds a tensor or a graph (which inlineAttributeTensors looks into).
+bool holdsTensors(const NodeProto& n) {
+  return std::any_of(n.attribute().begin(), n.attribute().end(), [](const AttributeProto& a) {
+    return a.has_t() || a.tensors_size() > 0 || a.has_sparse_tensor() || a.sparse_tensors_size() > 0 || a.has_g() ||
+           a.graphs_size() > 0;
+  });
+}
+
 /// A main-graph Constant whose value is external data becomes a file-backed initializer of its
 /// output's name, under the rules and bounds of any initializer (nothing is read); null when `n`
 /// is not one.
+template <typename Label>
 ir::Value* externalConstant(NodeProto& n, ir::Graph& graph, const std::unordered_map<std::string, ir::Value*>& byName,
-                            ExternalFiles& files, const std::string& label) {
+                            ExternalFiles& files, const Label& label) {
   if (n.op_type() != "Constant" || !(n.domain().empty() || n.domain() == "ai.onnx") || n.output_size() != 1 ||
       n.output(0).empty() || byName.count(n.output(0)) || n.attribute_size() != 1)
     return nullptr;
@@ -109,7 +118,7 @@ ir::Value* externalConstant(NodeProto& n, ir::Graph& graph, const std::unordered
   if (a.name() != "value" || !a.has_t() || a.t().data_location() != onnx::TensorProto::EXTERNAL) return nullptr;
   auto t = std::make_unique<onnx::TensorProto>(std::move(*a.mutable_t()));
   t->set_name(n.output(0));
-  const ir::FileBytes bytes = files.resolve(*t, fmt::format("node '{}' (Constant)", label));
+  const ir::FileBytes bytes = files.resolve(*t, fmt::format("node '{}' (Constant)", label()));
   ir::Value* v = graph.addValue(n.output(0));
   graph.setInitializer(v, std::move(t), bytes);
   return v;
@@ -192,25 +201,26 @@ ir::Model importModel(InputModel input, const std::string& path) {
 
   int index = 0;
   for (auto& n : owned) {
-    const std::string label = nodeLabel(*n, index++);
+    const int at = index++;
+    auto label = [&] { return nodeLabel(*n, at); };  // for a message: most nodes never need one
     // refused here, not by validate after the whole graph is built: a hostile file of empty
     // nodes (2 bytes each) then costs its parse only (docs/robustness.md, "Memory")
-    if (n->op_type().empty()) throw bad(fmt::format("node '{}': no op_type (every ONNX node names its operator)", label));
+    if (n->op_type().empty()) throw bad(fmt::format("node '{}': no op_type (every ONNX node names its operator)", label()));
     if (ir::Value* v = externalConstant(*n, graph, byName, *files, label)) {  // read as an initializer is
       byName.emplace(v->name(), v);
       n.reset();
       continue;
     }
-    inlineAttributeTensors(*n, *files, fmt::format("node '{}' ({})", label, n->op_type()));
+    if (holdsTensors(*n)) inlineAttributeTensors(*n, *files, fmt::format("node '{}' ({})", label(), n->op_type()));
     auto resolve = [&](const std::string& name, const char* what) -> ir::Value* {
       auto it = byName.find(name);
       if (it != byName.end()) return it->second;
       if (producedAnywhere.count(name))
         throw bad(fmt::format("node '{}' ({}): {} '{}' is produced by a later node; nodes must be in "
                               "topological order (or the graph has a cycle)",
-                              label, n->op_type(), what, name));
+                              label(), n->op_type(), what, name));
       throw bad(fmt::format("node '{}' ({}): {} '{}' is not produced by any node, initializer or graph input",
-                            label, n->op_type(), what, name));
+                            label(), n->op_type(), what, name));
     };
     std::vector<ir::Value*> inputs;
     inputs.reserve(static_cast<size_t>(n->input_size()));
@@ -230,7 +240,7 @@ ir::Model importModel(InputModel input, const std::string& path) {
       }
       if (byName.count(name))
         throw bad(fmt::format("node '{}' ({}): output '{}' is already defined (values must have one producer)",
-                              label, n->op_type(), name));
+                              label(), n->op_type(), name));
       ir::Value* v = graph.addValue(name);
       byName.emplace(name, v);
       outputs.push_back(v);

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 
 #include <cmath>
 
@@ -54,11 +55,16 @@ void checkScaleValues(const float* s, size_t count, const std::function<Error(Ex
   }
 }
 
-bool blockedDequantize(const ir::Node& n) { return n.opType() == "DequantizeLinear" && n.attrInt("block_size", 0) != 0; }
+bool blockedDequantize(const ir::Node& n) { return n.opIs("DequantizeLinear") && n.attrInt("block_size", 0) != 0; }
 
-void checkQuantParams(const ir::Node& n, const std::string& where, const PassContext& ctx) {
+/// `where` names the node in a message ("PATH: node 'label' (op)"), made only for one.
+std::string nodeWhere(const std::string& path, const ir::Node& n) {
+  return fmt::format("{}: node '{}' ({})", path, n.label(), n.opType());
+}
+
+void checkQuantParams(const ir::Node& n, const std::string& path, const PassContext& ctx) {
   auto bad = [&](ExitCode code, const std::string& what) {
-    return Error(code, fmt::format("{}: {}", where, what), n.label());
+    return Error(code, fmt::format("{}: {}", nodeWhere(path, n), what), n.label());
   };
   const ir::Value* scale = n.inputs().size() > 1 ? n.input(1) : nullptr;
   const ir::Value* zp = n.inputs().size() > 2 ? n.input(2) : nullptr;
@@ -106,7 +112,11 @@ void checkQuantParams(const ir::Node& n, const std::string& where, const PassCon
     const auto zn = ir::numElements(*zp->initializer()), sn = ir::numElements(*scale->initializer());
     if (zn != sn)  // (onnxruntime's quantizer writes shapes [] and [1] together: counts must agree)
       throw bad(ExitCode::BadInput, fmt::format("scale has {} values and zero point {}", sn.value_or(-1), zn.value_or(-1)));
-    if (ir::isIntegerType(zt) || ir::packedBits(zt)) {
+    // its values matter for int32 alone; others are read for what their storage may hide (a typed
+    // field's out-of-range entry, a file's bytes): inline raw data's size was checked by import
+    const onnx::TensorProto& zt_proto = *zp->initializer();
+    const bool raw_inline = zt_proto.data_location() != onnx::TensorProto::EXTERNAL && zt_proto.has_raw_data();
+    if ((ir::isIntegerType(zt) || ir::packedBits(zt)) && (zt == onnx::TensorProto::INT32 || !raw_inline)) {
       auto z = ir::readInts(*zp, &why);
       if (!z) throw bad(ExitCode::BadInput, "zero point: " + why);
       for (int64_t v : *z)
@@ -141,14 +151,23 @@ struct Validate {
   bool root(const ir::Node&) const { return true; }
   std::string declined(const ir::Node&) const { return ""; }
   Match<Group> select(ir::Node& n) {
-    const std::string where = fmt::format("{}: node '{}' ({})", path, n.label(), n.opType());
-    if (n.domain().empty() && !isKnownOperator(n.opType(), opset))  // (1)
-      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", where, opset), n.label());
-    if ((n.opType() == "QuantizeLinear" || n.opType() == "DequantizeLinear") && (n.domain().empty() || n.domain() == "com.microsoft"))
-      checkQuantParams(n, where, ctx);  // (2)
+    if (n.domain().empty() && !knownOperator(n.opType()))  // (1)
+      throw Error(ExitCode::BadInput, fmt::format("{}: not an ai.onnx operator at opset {}", nodeWhere(path, n), opset),
+                  n.label());
+    if ((n.opIs("QuantizeLinear") || n.opIs("DequantizeLinear")) && (n.domain().empty() || n.domain() == "com.microsoft"))
+      checkQuantParams(n, path, ctx);  // (2)
     return Match<Group>::none();
   }
   void rewrite(ir::Graph&, Group&, PassContext&) {}
+
+  /// isKnownOperator, asked once per op type: the graph keeps one string per op type, so its
+  /// address names it.
+  std::unordered_map<const std::string*, bool> known;
+  bool knownOperator(const std::string& op) {
+    auto [it, fresh] = known.emplace(&op, false);
+    if (fresh) it->second = isKnownOperator(op, opset);
+    return it->second;
+  }
 };
 
 }  // namespace
@@ -170,7 +189,7 @@ void validate(ir::Model& model, PassContext& ctx) {
   if (opset > newestKnownOpset())
     throw Error(ExitCode::Unsupported, fmt::format("{}: the model declares ai.onnx opset {}; qconv knows operators up to opset {}",
                                                    ctx.path(), opset, newestKnownOpset()));
-  Validate rule{ctx.path(), opset, ctx};
+  Validate rule{ctx.path(), opset, ctx, {}};
   applyRule(model.graph, ctx, rule);
 }
 
