@@ -120,7 +120,7 @@ int64_t knownRank(const ir::Value* v) {
 namespace {
 
 bool keepsShape(const ir::Node* n) {
-  return n && (n->opType() == "QuantizeLinear" || n->opType() == "DequantizeLinear" || n->opType() == "Identity");
+  return n && (n->opIs("QuantizeLinear") || n->opIs("DequantizeLinear") || n->opIs("Identity"));
 }
 
 int64_t declaredRankFrom(const ir::Value* v, const ir::Value* from, int depth) {
@@ -181,11 +181,12 @@ std::optional<ConstQuant> readConstQuant(const ir::Node& n, std::string* why, bo
     *why = "scale is empty";
     return std::nullopt;
   }
-  for (float f : q.scale)
-    if (!(std::isfinite(f) && f > 0.0f)) {
-      *why = fmt::format("scale {} is not positive and finite", f);
-      return std::nullopt;
-    }
+  if (scaleFlaws(q.scale.data(), q.scale.size()) & (kScaleNotFinite | kScaleZero | kScaleNegative))
+    for (float f : q.scale)  // the first one, to name it
+      if (!(std::isfinite(f) && f > 0.0f)) {
+        *why = fmt::format("scale {} is not positive and finite", f);
+        return std::nullopt;
+      }
   const auto& sdims = scale->initializer()->dims();
   if (sdims.size() > 1) {
     *why = "scale has rank > 1 (blocked quantization)";
@@ -222,7 +223,7 @@ int32_t quantizedTypeOf(const ir::Node& n) {
     if (zp->initializer()) return zp->initializer()->data_type();
     if (zp->elemType()) return zp->elemType();
   }
-  if (n.opType() == "QuantizeLinear") {
+  if (n.opIs("QuantizeLinear")) {
     if (n.output(0) && n.output(0)->elemType()) return n.output(0)->elemType();
     if (n.input(2)) return 0;
     const int64_t output_dtype = n.attrInt("output_dtype", 0);  // 0: unset

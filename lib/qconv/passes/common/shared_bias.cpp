@@ -51,10 +51,31 @@ std::optional<BiasRead> biasReadOf(ir::Node& n) {
   return std::nullopt;
 }
 
+namespace {
+
+/// The constant int32 bias QOp node `n` reads, or null.
+const ir::Value* constantBias(const ir::Node& n) {
+  const QOpForm* form = qopFormOf(n);
+  if (!form) return nullptr;
+  for (const QOperand& op : form->operands) {
+    if (op.kind != QOperand::kBias) continue;
+    const ir::Value* b = n.input(static_cast<size_t>(op.x));
+    return b && b->isConstant() && b->elemType() == onnx::TensorProto::INT32 ? b : nullptr;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::vector<SharedBias> sharedBiases(ir::Graph& graph) {
+  // the biases more than one node reads, counted before any scale is read: most have one reader
+  std::map<const ir::Value*, int> readers;
+  for (const ir::Node* n : graph.nodes())
+    if (const ir::Value* b = constantBias(*n)) ++readers[b];
   std::vector<SharedBias> found;
   std::map<const ir::Value*, size_t> at;  // bias -> its entry in `found`
   for (ir::Node* n : graph.nodes()) {
+    if (const ir::Value* b = constantBias(*n); !b || readers[b] < 2) continue;
     auto read = biasReadOf(*n);
     if (!read) continue;
     ir::Value* b = n->input(read->slot);

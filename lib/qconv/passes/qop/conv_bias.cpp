@@ -63,23 +63,28 @@ std::optional<BiasPlan> planBias(const ConvGroup& g, bool raise_weight_scale, st
   std::vector<float> dq_scale;
   if (g.bias_params) {  // DQ(int32, s_b, 0): read and checked by selectConvGroup
     ir::Node* dq = dequantizeFeeding(g.bias);
+    dq_scale = expand(g.bias_params->scale, m);
+    bool same = true;  // already at x_scale * w_scale[c], bit for bit: used as is, its values unread
+    for (int64_t c = 0; same && c < m; ++c) {
+      const float want = p.x_scale * p.w_scale[c];
+      same = std::memcmp(&want, &dq_scale[c], sizeof(float)) == 0;
+    }
+    if (same) {
+      if (std::string problem = ir::storageProblem(*dq->input(0)); !problem.empty()) {
+        *why = "bias cannot be read: " + problem;
+        return std::nullopt;
+      }
+      p.kept = dq->input(0);
+      return p;
+    }
     std::string inner;
     auto ints = ir::readInts(*dq->input(0), &inner);
     if (!ints) {
       *why = "bias cannot be read: " + inner;
       return std::nullopt;
     }
-    dq_scale = expand(g.bias_params->scale, m);
+    p.real.reserve(static_cast<size_t>(m));
     for (int64_t c = 0; c < m; ++c) p.real.push_back(static_cast<float>((*ints)[c]) * dq_scale[c]);
-    bool same = true;  // already at x_scale * w_scale[c], bit for bit: used as is
-    for (int64_t c = 0; same && c < m; ++c) {
-      const float want = p.x_scale * p.w_scale[c];
-      same = std::memcmp(&want, &dq_scale[c], sizeof(float)) == 0;
-    }
-    if (same) {
-      p.kept = dq->input(0);
-      return p;
-    }
   } else {
     auto f = ir::readFloats(*g.bias, why);
     if (!f) return std::nullopt;
@@ -103,6 +108,7 @@ std::optional<BiasPlan> planBias(const ConvGroup& g, bool raise_weight_scale, st
     return std::nullopt;
   }
   if (!overflow.empty() && !raise(g, overflow, p, why)) return std::nullopt;
+  p.values.reserve(static_cast<size_t>(m));
   for (int64_t c = 0; c < m; ++c) p.values.push_back(static_cast<int64_t>(requantized(p.real[c], p.x_scale, p.w_scale[c])));
   return p;
 }
