@@ -1,5 +1,6 @@
 #include "qconv/pipeline/declare_types.h"
 
+#include <google/protobuf/arena.h>
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
@@ -9,6 +10,7 @@
 #include <optional>
 #include <mutex>
 #include <unordered_map>
+#include <string_view>
 
 #include "qconv/io/op_schemas.h"
 #include "qconv/ir/tensor.h"
@@ -44,13 +46,13 @@ std::optional<std::vector<int64_t>> intsOf(const onnx::InferenceContext& ctx, si
 /// rank-3 x with a rank-4 Conv weight crashed it, found by the fuzzer), and a model the checker
 /// accepts may still be inconsistent that way. Other operators' outputs get no shape.
 bool safeToInfer(const std::string& op, const onnx::InferenceContext& ctx) {
-  static constexpr const char* kSameShape[] = {
+  static constexpr std::string_view kSameShape[] = {
       "QuantizeLinear", "DequantizeLinear", "Relu", "Clip", "Sigmoid", "LeakyRelu", "Tanh", "Identity", "Cast",
       "Softmax", "HardSigmoid", "HardSwish", "Erf", "Sqrt", "Exp", "Neg", "Abs", "Round", "Floor", "Ceil", "Tanh"};
-  static constexpr const char* kBroadcast[] = {"Add", "Sub", "Mul", "Div", "Where", "Max", "Min"};
-  for (const char* o : kSameShape)
+  static constexpr std::string_view kBroadcast[] = {"Add", "Sub", "Mul", "Div", "Where", "Max", "Min"};
+  for (std::string_view o : kSameShape)
     if (op == o) return rankOf(ctx, 0) >= 0;
-  for (const char* o : kBroadcast)
+  for (std::string_view o : kBroadcast)
     if (op == o) return true;  // libonnx checks broadcasting, and fails by throwing
   const int rank = rankOf(ctx, 0);
   const bool conv = op == "Conv" || op == "ConvInteger" || op == "QLinearConv";
@@ -240,8 +242,13 @@ constexpr size_t kDataBytes = 4096;  // constants up to this size are shown to t
 /// constant values, and its outputs' types to fill.
 class NodeContext final : public onnx::InferenceContext {
  public:
-  NodeContext(const onnx::NodeProto& n, std::vector<const onnx::TypeProto*> in, std::vector<const onnx::TensorProto*> data)
-      : n_(n), in_(std::move(in)), data_(std::move(data)), out_(static_cast<size_t>(n.output_size())) {}
+  /// The outputs' types are made in `arena`, where the inference's result stays.
+  NodeContext(const onnx::NodeProto& n, const std::vector<const onnx::TypeProto*>& in,
+              const std::vector<const onnx::TensorProto*>& data, google::protobuf::Arena& arena)
+      : n_(n), in_(in), data_(data) {
+    out_.reserve(static_cast<size_t>(n.output_size()));
+    for (int i = 0; i < n.output_size(); ++i) out_.push_back(google::protobuf::Arena::CreateMessage<onnx::TypeProto>(&arena));
+  }
   const onnx::AttributeProto* getAttribute(const std::string& name) const override {
     for (const auto& a : n_.attribute())
       if (a.name() == name) return &a;
@@ -251,17 +258,17 @@ class NodeContext final : public onnx::InferenceContext {
   const onnx::TypeProto* getInputType(size_t i) const override { return i < in_.size() ? in_[i] : nullptr; }
   const onnx::TensorProto* getInputData(size_t i) const override { return i < data_.size() ? data_[i] : nullptr; }
   size_t getNumOutputs() const override { return out_.size(); }
-  onnx::TypeProto* getOutputType(size_t i) override { return &out_.at(i); }
+  onnx::TypeProto* getOutputType(size_t i) override { return out_.at(i); }
   onnx::GraphInferencer* getGraphAttributeInferencer(const std::string&) override { return nullptr; }
   const onnx::SparseTensorProto* getInputSparseData(size_t) const override { return nullptr; }
   const onnx::TensorShapeProto* getSymbolicInput(size_t) const override { return nullptr; }
-  onnx::TypeProto& output(size_t i) { return out_[i]; }
+  onnx::TypeProto* output(size_t i) { return out_[i]; }
 
  private:
   const onnx::NodeProto& n_;
-  std::vector<const onnx::TypeProto*> in_;
-  std::vector<const onnx::TensorProto*> data_;
-  std::vector<onnx::TypeProto> out_;
+  const std::vector<const onnx::TypeProto*>& in_;
+  const std::vector<const onnx::TensorProto*>& data_;
+  std::vector<onnx::TypeProto*> out_;  // in the arena
 };
 
 /// A tensor type of a valid element type whose dimensions, where given, are not negative: what
@@ -283,48 +290,57 @@ bool hasSubgraph(const onnx::NodeProto& n) {
 
 /// What ONNX's inference functions give each node output `g` declares nothing of, node by node in
 /// graph order (`inferred`), from `types`: what `g` declares (inputs, value_info, outputs,
-/// initializers' types and dims, the bytes of small ones).
+/// initializers' types and dims, the bytes of small ones). Keys are `g`'s own names, and the
+/// types `g`'s own where it declares them: the types made here (an initializer's, an inferred
+/// one) are in `arena`, freed at once with it.
 struct Inference {
-  std::unordered_map<std::string, onnx::TypeProto> types;
-  std::unordered_map<std::string, const onnx::TypeProto*> inferred;
+  google::protobuf::Arena arena;
+  std::unordered_map<std::string_view, const onnx::TypeProto*> types;
+  std::unordered_map<std::string_view, const onnx::TypeProto*> inferred;
 };
 
-Inference inferGraph(const onnx::GraphProto* g, const std::unordered_map<std::string, int>& opsets,
-                     const WithContrib& registry) {
-  Inference result;
+void inferGraph(const onnx::GraphProto* g, const std::unordered_map<std::string, int>& opsets,
+                const WithContrib& registry, Inference& result) {
   auto& types = result.types;
   auto& inferred = result.inferred;
-  std::unordered_map<std::string, const onnx::TensorProto*> data;
+  std::unordered_map<std::string_view, const onnx::TensorProto*> data;
+  types.reserve(static_cast<size_t>(g->input_size() + g->value_info_size() + g->output_size() + g->initializer_size() +
+                                    g->node_size()));
   for (const auto* list : {&g->input(), &g->value_info(), &g->output()})
     for (const auto& v : *list)
-      if (wellFormed(v.type())) types.emplace(v.name(), v.type());
+      if (wellFormed(v.type())) types.emplace(v.name(), &v.type());
   for (const auto& t : g->initializer()) {
     if (!onnx::TensorProto_DataType_IsValid(t.data_type()) || t.data_type() == onnx::TensorProto::UNDEFINED ||
         std::any_of(t.dims().begin(), t.dims().end(), [](int64_t d) { return d < 0; }))
       continue;  // not a type an inference function can take: the nodes reading it are left alone
-    onnx::TypeProto type;
-    type.mutable_tensor_type()->set_elem_type(t.data_type());
-    onnx::TensorShapeProto* shape = type.mutable_tensor_type()->mutable_shape();  // a scalar's too: rank 0
-    for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
-    types.emplace(t.name(), std::move(type));
+    if (!types.count(t.name())) {  // a declaration stands (as the first entry does)
+      auto* type = google::protobuf::Arena::CreateMessage<onnx::TypeProto>(&result.arena);
+      type->mutable_tensor_type()->set_elem_type(t.data_type());
+      onnx::TensorShapeProto* shape = type->mutable_tensor_type()->mutable_shape();  // a scalar's too: rank 0
+      for (int64_t d : t.dims()) shape->add_dim()->set_dim_value(d);
+      types.emplace(t.name(), type);
+    }
     if (t.data_location() != onnx::TensorProto::EXTERNAL && t.ByteSizeLong() <= kDataBytes) data.emplace(t.name(), &t);
   }
-  std::unordered_map<std::string, const onnx::OpSchema*> schemaOf;
+  // one lookup per operator
+  std::map<std::pair<std::string_view, std::string_view>, const onnx::OpSchema*> schemaOf;
+  std::vector<const onnx::TypeProto*> in;
+  std::vector<const onnx::TensorProto*> bytes;
   for (const auto& n : g->node()) {
     // a node with a subgraph, or an input of no known type, is left alone: ONNX's inference
     // functions read their inputs' types without asking whether they have them
     if (hasSubgraph(n)) continue;
-    auto cached = schemaOf.find(n.domain() + '\n' + n.op_type());  // one lookup per operator
+    auto cached = schemaOf.find({n.domain(), n.op_type()});
     if (cached == schemaOf.end()) {
       auto version = opsets.find(n.domain() == "ai.onnx" ? "" : n.domain());
       const onnx::OpSchema* found =
           version == opsets.end() ? nullptr : registry.GetSchema(n.op_type(), version->second, n.domain());
-      cached = schemaOf.emplace(n.domain() + '\n' + n.op_type(), found).first;
+      cached = schemaOf.emplace(std::make_pair(std::string_view(n.domain()), std::string_view(n.op_type())), found).first;
     }
     const onnx::OpSchema* schema = cached->second;
     if (!schema || !schema->has_type_and_shape_inference_function()) continue;
-    std::vector<const onnx::TypeProto*> in;
-    std::vector<const onnx::TensorProto*> bytes;
+    in.clear();
+    bytes.clear();
     bool known = true;
     for (const auto& name : n.input()) {
       if (name.empty()) {
@@ -337,12 +353,12 @@ Inference inferGraph(const onnx::GraphProto* g, const std::unordered_map<std::st
         known = false;
         break;
       }
-      in.push_back(&it->second);
+      in.push_back(it->second);
       auto d = data.find(name);
       bytes.push_back(d == data.end() ? nullptr : d->second);
     }
     if (!known) continue;
-    NodeContext ctx(n, std::move(in), std::move(bytes));
+    NodeContext ctx(n, in, bytes, result.arena);
     if (n.domain().empty() && !safeToInfer(n.op_type(), ctx)) continue;
     try {
       schema->GetTypeAndShapeInferenceFunction()(ctx);
@@ -350,13 +366,11 @@ Inference inferGraph(const onnx::GraphProto* g, const std::unordered_map<std::st
       continue;
     }
     for (int i = 0; i < n.output_size(); ++i) {
-      onnx::TypeProto& t = ctx.output(static_cast<size_t>(i));
-      if (n.output(i).empty() || !wellFormed(t) || types.count(n.output(i))) continue;  // a declared type stays
-      auto [it, added] = types.emplace(n.output(i), std::move(t));
-      if (added) inferred.emplace(n.output(i), &it->second);
+      const onnx::TypeProto* t = ctx.output(static_cast<size_t>(i));
+      if (n.output(i).empty() || !wellFormed(*t)) continue;
+      if (types.emplace(n.output(i), t).second) inferred.emplace(n.output(i), t);  // a declared type stays
     }
   }
-  return result;
 }
 
 }  // namespace
@@ -370,7 +384,8 @@ void declareValueTypes(onnx::ModelProto& model, const io::ValueTypes& untyped, c
 
   // what is known: graph inputs and outputs, value_info, initializers (type and dims; the bytes of
   // small ones), then what each node's inference gives, in graph order
-  const Inference known = inferGraph(g, opsets, registry);
+  Inference known;
+  inferGraph(g, opsets, registry, known);
   const auto& inferred = known.inferred;
   for (const auto& [name, elem] : untyped) {
     onnx::ValueInfoProto* v = nullptr;
@@ -446,7 +461,8 @@ size_t declareInferredShapes(ir::Model& model, const io::OpSchemas& schemas) {
   for (const auto& op : model.shell.opset_import())
     opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = static_cast<int>(op.version());
   const WithContrib registry(schemas, opsets.count("") ? opsets[""] : 0);
-  const Inference known = inferGraph(&g, opsets, registry);
+  Inference known;
+  inferGraph(&g, opsets, registry, known);
   size_t declared = 0;
   for (ir::Value* v : outputs) {
     auto it = known.inferred.find(names.at(v));
