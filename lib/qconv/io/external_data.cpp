@@ -212,9 +212,15 @@ void ExternalFiles::checkUnchanged() const {
   }
 }
 
-void ExternalFiles::adoptModelFile(int fd) {
+void ExternalFiles::adoptModelFile(int fd, std::unique_ptr<MappedFile> map) {
   QCONV_ASSERT(modelFd_ < 0, "{}: the model file adopted twice", modelPath_);
   modelFd_ = fd;
+  if (map && map->data()) {
+    Mapping& m = maps_[fd];
+    m.data = map->data();
+    m.size = map->size();
+    m.file = std::move(map);
+  }
 }
 
 ir::FileBytes ExternalFiles::addSpan(onnx::TensorProto& t,

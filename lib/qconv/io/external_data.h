@@ -88,8 +88,10 @@ class ExternalFiles : public ir::ByteSource, public ir::ByteKeeper {
   ExternalFiles(const ExternalFiles&) = delete;
   ExternalFiles& operator=(const ExternalFiles&) = delete;
 
-  /// Keep the model file open (and close it when destroyed): its bytes back tensors.
-  void adoptModelFile(int fd);
+  /// Keep the model file open (and close it when destroyed): its bytes back tensors. `map`, when
+  /// given: the reader's mapping of it, kept as the one view() reads through, so that the pages
+  /// the parse mapped are not mapped again (a file within the view window: io::openModel).
+  void adoptModelFile(int fd, std::unique_ptr<MappedFile> map = nullptr);
   /// The model's folder, opened once by the reader (closed when destroyed): every data file is
   /// opened relative to it, never by the folder's path again. Without it, the folder is opened
   /// by path when the first data file is.

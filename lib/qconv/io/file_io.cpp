@@ -188,20 +188,25 @@ InputModel openModel(const std::string& path, int folder) {
   openInput(path, f, &size, dirfd, &st);
   in.files->setModelIdentity(static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
   bool walked = false;
-  {
-    readInCold(f.fd, size);  // when externalLocations did not, as for a model the API reads
-    const MappedFile map(f.fd, size);
-    if (const auto* data = reinterpret_cast<const uint8_t*>(map.data())) {
-      ReleaseBehind behind(data);  // or the file would show in this process's memory
-      walked = parseLeavingTensors(data, size, &in.proto, &in.spans, kSpliceThreshold,
-                                   [&](size_t upto) { behind.done(upto); });
-    }
-    if (map.faulted()) throw changedWhileRead(path);
+  // A file within the views' window keeps its mapping: the passes and the writer read its
+  // tensors through it, on the pages the walk mapped (mapping a file twice cost its page faults
+  // twice, and the walk's unmapping besides). A larger one is walked through a mapping of its
+  // own whose pages are dropped behind the walk, or the file would show in this process's memory.
+  const bool keep = size <= ExternalFiles::kViewWindow;
+  readInCold(f.fd, size);  // when externalLocations did not, as for a model the API reads
+  auto map = std::make_unique<MappedFile>(f.fd, size);
+  if (const auto* data = reinterpret_cast<const uint8_t*>(map->data())) {
+    ReleaseBehind behind(data);
+    walked = parseLeavingTensors(data, size, &in.proto, &in.spans, kSpliceThreshold, [&](size_t upto) {
+      if (!keep) behind.done(upto);
+    });
   }
+  if (map->faulted()) throw changedWhileRead(path);
+  if (!keep) map.reset();
   if (walked) requireModel(in.proto, path);
   else in.proto = parseWhole(f.fd, size, path);  // what protobuf rejects, and how, as ever
   if (!in.spans.empty()) {
-    in.files->adoptModelFile(f.fd);
+    in.files->adoptModelFile(f.fd, std::move(map));
     f.fd = -1;
   }
   return in;
