@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "qconv/diag.h"
+#include "qconv/io/huge_page_heap.h"
 #include "qconv/io/model_io.h"
 #include "qconv/passes/pass.h"
 #include "qconv/pipeline/run.h"
@@ -170,6 +171,7 @@ void defineInspect(CLI::App& cmd, InspectFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qconv::io::useHugePageHeap();  // a run's heap on huge pages: a tenth of a conversion's CPU (huge_page_heap.h)
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, which is exit 5 with a
   // message and nothing left behind, instead of the process being killed by SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -1,0 +1,58 @@
+// io::useHugePageHeap: what the command allocates after it lands in heap advised for huge pages,
+// where the kernel makes them; nothing changes where it makes none.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "qconv/io/huge_page_heap.h"
+
+namespace {
+
+std::string fileText(const char* path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// The "THPeligible" value of the mapping holding `address` in /proc/self/smaps, or -1.
+int hugePageEligible(uintptr_t address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t from = 0, to = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &from, &to) == 2) {  // a mapping's first line (no field name parses so)
+      inside = from <= address && address < to;
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) return std::atoi(line.c_str() + 12);
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("the command's heap: what it allocates next is advised for huge pages where the kernel makes them") {
+  const std::string enabled = fileText("/sys/kernel/mm/transparent_hugepage/enabled");
+  const size_t advised = qconv::io::useHugePageHeap();
+#if defined(QCONV_SANITIZED) || !defined(__GLIBC__)
+  CHECK(advised == 0);  // a sanitizer's allocator is its own
+#else
+  if (enabled.empty() || enabled.find("[never]") != std::string::npos) {
+    CHECK(advised == 0);
+    return;
+  }
+  REQUIRE(advised >= (size_t{8} << 20));  // most of kHeapPad, from a huge page boundary
+  // a block the size of a conversion's protos, from the heap's top: inside the advice
+  void* block = std::malloc(size_t{256} << 10);
+  REQUIRE(block);
+  CHECK(hugePageEligible(reinterpret_cast<uintptr_t>(block)) == 1);
+  std::free(block);
+#endif
+}
