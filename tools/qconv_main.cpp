@@ -171,7 +171,6 @@ void defineInspect(CLI::App& cmd, InspectFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  qconv::io::useHugePageHeap();  // a run's heap on huge pages: a tenth of a conversion's CPU (huge_page_heap.h)
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, which is exit 5 with a
   // message and nothing left behind, instead of the process being killed by SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -182,6 +181,9 @@ int main(int argc, char** argv) {
                 << qconv::io::builtWith() << "\n";
       return 0;
     }
+  // a run's heap on huge pages: a tenth of a conversion's CPU (huge_page_heap.h); not for
+  // --version, which would pay a huge page's zeroing for a few bytes
+  qconv::io::useHugePageHeap();
   const JsonAsked json = jsonAsked(argc, argv);  // verify/inspect --json: a usage error is a JSON object too
   auto usage = [&json](const std::string& what) { return usageError(what, json); };
   CLI::App app{"qconv: convert quantized ONNX models to standard QDQ or QOp ONNX, exactly", "qconv"};
