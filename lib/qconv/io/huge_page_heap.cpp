@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -35,10 +36,19 @@ size_t hugePageSize() {
   return power_of_two && size <= (32u << 20) ? static_cast<size_t>(size) : 0;
 }
 
+/// Whether the process's address space or data segment is limited (ulimit -v, -d): there the
+/// heap's padding would count against the limit, and a run near it would fail sooner.
+bool limited() {
+  rlimit as{}, data{};
+  return (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+         (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+}
+
 }  // namespace
 
 size_t useHugePageHeap() {
 #if defined(__GLIBC__) && !defined(QCONV_SANITIZED)
+  if (limited()) return 0;
   const uintptr_t huge = hugePageSize();
   if (!huge) return 0;
   mallopt(M_TOP_PAD, static_cast<int>(kHeapPad));                // 1

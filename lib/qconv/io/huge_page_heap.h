@@ -20,7 +20,9 @@
 // For a process that runs one command and exits (tools/qconv_main.cpp), not for a library: the
 // Python module never calls it (its host's allocator is not qconv's to change). Nothing happens
 // where the kernel has no transparent huge pages (enabled = never), where its huge page is not
-// 2 MiB-ish (above 32 MiB: arm64 with 64 KiB pages), under a sanitizer (its own allocator), or
+// 2 MiB-ish (above 32 MiB: arm64 with 64 KiB pages), under an address-space or data limit
+// (ulimit -v, -d: the padding would count against it; a ResNet-50 shape's conversion needs 37.4
+// MiB of address space without it, 49.7 with it), under a sanitizer (its own allocator), or
 // without glibc. docs/benchmarks.md has the measurements.
 #pragma once
 

@@ -1,6 +1,7 @@
 // io::useHugePageHeap: what the command allocates after it lands in heap advised for huge pages,
 // where the kernel makes them; nothing changes where it makes none.
 #include <catch2/catch.hpp>
+#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -44,7 +45,10 @@ TEST_CASE("the command's heap: what it allocates next is advised for huge pages 
 #if defined(QCONV_SANITIZED) || !defined(__GLIBC__)
   CHECK(advised == 0);  // a sanitizer's allocator is its own
 #else
-  if (enabled.empty() || enabled.find("[never]") != std::string::npos) {
+  rlimit as{}, data{};
+  const bool limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+                       (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+  if (enabled.empty() || enabled.find("[never]") != std::string::npos || limited) {
     CHECK(advised == 0);
     return;
   }
@@ -55,4 +59,15 @@ TEST_CASE("the command's heap: what it allocates next is advised for huge pages 
   CHECK(hugePageEligible(reinterpret_cast<uintptr_t>(block)) == 1);
   std::free(block);
 #endif
+}
+
+TEST_CASE("the command's heap: nothing is done under an address-space limit, which its padding would count against") {
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_AS, &before) == 0);
+  rlimit limited = before;
+  limited.rlim_cur = before.rlim_max == RLIM_INFINITY ? rlim_t{1} << 40 : before.rlim_max;  // 1 TiB: a limit, never reached
+  REQUIRE(setrlimit(RLIMIT_AS, &limited) == 0);
+  const size_t advised = qconv::io::useHugePageHeap();
+  REQUIRE(setrlimit(RLIMIT_AS, &before) == 0);
+  CHECK(advised == 0);
 }
