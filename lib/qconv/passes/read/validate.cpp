@@ -57,7 +57,7 @@ void checkScaleValues(const float* s, size_t count, const std::function<Error(Ex
 
 bool blockedDequantize(const ir::Node& n) { return n.opIs("DequantizeLinear") && n.attrInt("block_size", 0) != 0; }
 
-/// `where` names the node in a message ("PATH: node 'label' (op)"), made only for one.
+/// The node as a message names it ("PATH: node 'label' (op)"): made only for a message.
 std::string nodeWhere(const std::string& path, const ir::Node& n) {
   return fmt::format("{}: node '{}' ({})", path, n.label(), n.opType());
 }
@@ -114,8 +114,8 @@ void checkQuantParams(const ir::Node& n, const std::string& path, const PassCont
       throw bad(ExitCode::BadInput, fmt::format("scale has {} values and zero point {}", sn.value_or(-1), zn.value_or(-1)));
     // its values matter for int32 alone; others are read for what their storage may hide (a typed
     // field's out-of-range entry, a file's bytes): inline raw data's size was checked by import
-    const onnx::TensorProto& zt_proto = *zp->initializer();
-    const bool raw_inline = zt_proto.data_location() != onnx::TensorProto::EXTERNAL && zt_proto.has_raw_data();
+    const onnx::TensorProto& zp_tensor = *zp->initializer();
+    const bool raw_inline = zp_tensor.data_location() != onnx::TensorProto::EXTERNAL && zp_tensor.has_raw_data();
     if ((ir::isIntegerType(zt) || ir::packedBits(zt)) && (zt == onnx::TensorProto::INT32 || !raw_inline)) {
       auto z = ir::readInts(*zp, &why);
       if (!z) throw bad(ExitCode::BadInput, "zero point: " + why);
