@@ -63,6 +63,30 @@ def external_model(folder) -> str:
 
 # ---- --report on a lone conversion ----
 
+def test_each_node_of_the_input_is_in_the_output_or_absorbed_by_the_group_that_took_it(tmp_path):
+    """A rewritten group names the nodes its action removed besides the one it was found at
+    (`absorbed`): a fused Conv's DequantizeLinears and QuantizeLinear, move-on-int8's Q/DQ pair. So
+    every node of the input is in the output under its name, or the root or an absorbed node of a
+    group: what a per-node view of the conversion reads (issue 50)."""
+    out, rep = str(tmp_path / "out.onnx"), str(tmp_path / "r.json")
+    r = run_qconv("convert", EXAMPLE, out, "--format", "qop", "--report", rep, "-q")
+    assert r.returncode == 0, r.stderr
+    [item] = read_report(rep)["items"]
+    assert all(list(g) == ["pass", "node", "op", "kept", "became", "absorbed"] for g in item["rewritten"])
+    absorbed = [a for g in item["rewritten"] for a in g["absorbed"]]
+    assert len(absorbed) == len(set(absorbed))  # each went once
+    removed_roots = {g["node"] for g in item["rewritten"] if not g["kept"]}
+    kept = {n.name for n in onnx.load(out).graph.node}
+    for n in onnx.load(EXAMPLE).graph.node:
+        assert (n.name in kept) != (n.name in absorbed), n.name
+    for g in item["rewritten"]:
+        assert not set(g["absorbed"]) & kept and g["node"] not in g["absorbed"]
+        if g["pass"] == "fuse-qlinear-conv":  # x, w (and b) DequantizeLinears, the QuantizeLinear after
+            ops = sorted(a.rsplit("_", 1)[1] for a in g["absorbed"])
+            assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") >= 2, g
+    assert removed_roots <= kept  # a fused Conv's QLinearConv took its name
+
+
 def test_the_report_of_a_conversion_lists_groups_refusals_and_stages(tmp_path):
     out, rep = str(tmp_path / "out.onnx"), str(tmp_path / "r.json")
     r = run_qconv("convert", EXAMPLE, out, "--format", "qop", "--report", rep, "-v")

@@ -20,10 +20,12 @@ Under ASan (scripts/sanitize.sh sets QCONV_SANITIZED) only the conversions run: 
 not what that build checks."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+import onnx
 import pytest
 
 import corpus
@@ -134,6 +136,26 @@ def test_every_corpus_model_converts_for_every_target_with_exit_0_or_4_and_the_s
                 outs.append(open(out, "rb").read() if r.returncode == 0 else r.stderr)
             assert outs[0] == outs[1], f"{model} {form} --target {target}: not the same twice"
 
+
+
+@pytest.mark.parametrize("model", [m["name"] for m in corpus.entries()])
+def test_each_named_node_of_a_corpus_model_is_in_the_output_or_absorbed_by_a_group(built, tmp_path, model):
+    """The report's groups account for the real models' nodes too: each named node of each form is
+    in the output under its name, or the root or an absorbed node of a group of --report (a node a
+    group made may take an input node's name and be absorbed again later: gemm-as-conv's
+    QuantizeLinear, fused after it)."""
+    for form in corpus.entry(model)["forms"]:
+        for fmt in ("qop", "qdq"):
+            out, rep = str(tmp_path / f"{form}.{fmt}.onnx"), str(tmp_path / f"{form}.{fmt}.json")
+            r = run_qconv("convert", corpus.path(model, form), out, "--format", fmt, "--report", rep, "-q")
+            assert r.returncode == 0, r.stderr[-600:]
+            with open(rep, encoding="utf-8") as f:
+                groups = json.load(f)["items"][0]["rewritten"]
+            taken = {a for g in groups for a in g["absorbed"]} | {g["node"] for g in groups if not g["kept"]}
+            kept = {n.name for n in onnx.load(out, load_external_data=False).graph.node}
+            lost = [n.name for n in onnx.load(corpus.path(model, form), load_external_data=False).graph.node
+                    if n.name and n.name not in kept and n.name not in taken]
+            assert not lost, f"{model} {form} --format {fmt}: {lost[:5]}"
 
 
 @pytest.mark.skipif(SANITIZED, reason="under ASan only the conversions run")

@@ -262,6 +262,7 @@ void Graph::replaceAllUsesWith(Value* from, Value* to) {
 
 void Graph::erase(Node* n) {
   n->dead_ = true;
+  destroyed_.push_back(n);
   snapshot_valid_ = false;
   nodes_.erase(n->position_);
 }

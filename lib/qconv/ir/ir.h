@@ -118,6 +118,8 @@ class Node {
   std::string label() const;
   /// Whether name() is a hint a pass gave (Graph::setNameHint), made unique at emit.
   bool hasGeneratedName() const { return generated_name_; }
+  /// When the graph made it: Graph::madeNode(ordinal()) is this node.
+  size_t ordinal() const { return ordinal_; }
 
  private:
   friend class Graph;
@@ -154,6 +156,11 @@ class Graph {
   /// since, see isAlive): nodes made since a count are madeNode(count) .. madeNode(nodesMade()-1).
   size_t nodesMade() const { return next_ordinal_; }
   Node* madeNode(size_t ordinal) const;
+  /// How many nodes the graph has destroyed; the `i`-th of them (0-based): nodes destroyed since
+  /// a count are destroyedNode(count) .. destroyedNode(nodesDestroyed()-1). A destroyed node keeps
+  /// its proto, so its label, until emit.
+  size_t nodesDestroyed() const { return destroyed_.size(); }
+  Node* destroyedNode(size_t i) const { return destroyed_.at(i); }
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
   /// Initializers in emit order (originals first, in file order; then the ones passes added).
@@ -246,6 +253,7 @@ class Graph {
   mutable std::vector<Node*> snapshot_;            // nodeSnapshot() until a node comes or goes
   mutable bool snapshot_valid_ = false;
   size_t next_ordinal_ = 0;
+  std::vector<Node*> destroyed_;  // in the order they went (nodesDestroyed)
 };
 
 /// A model: the graph plus a shell ModelProto holding everything the IR does not interpret

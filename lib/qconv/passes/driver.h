@@ -95,13 +95,15 @@ inline std::string prefixed(const std::string& declined, const std::string& reas
 /// shift-types', records nothing).
 template <typename Rule, typename Group>
 void rewriteAndRecord(ir::Graph& graph, ir::Node& root, Group& group, PassContext& ctx, Rule& rule) {
-  const size_t made = graph.nodesMade(), live = graph.nodes().size();
+  const size_t made = graph.nodesMade(), live = graph.nodes().size(), destroyed = graph.nodesDestroyed();
   rule.rewrite(graph, group, ctx);
   if (graph.nodesMade() == made && graph.nodes().size() == live) return;  // nothing to record: no label made
   // a destroyed root keeps its proto (and so its label) until emit
-  Rewritten record{ctx.pass(), root.label(), root.opType(), {}, graph.isAlive(&root)};
+  Rewritten record{ctx.pass(), root.label(), root.opType(), {}, graph.isAlive(&root), {}};
   for (size_t i = made; i < graph.nodesMade(); ++i)
     if (const ir::Node* n = graph.madeNode(i); graph.isAlive(n)) record.became.push_back(n->opType());
+  for (size_t i = destroyed; i < graph.nodesDestroyed(); ++i)  // not the root, nor a node the action made
+    if (const ir::Node* n = graph.destroyedNode(i); n != &root && n->ordinal() < made) record.absorbed.push_back(n->label());
   ctx.rewrote(std::move(record));
 }
 

@@ -81,6 +81,9 @@ struct Rewritten {
   std::string op;
   std::vector<std::string> became;
   bool kept = false;
+  /// The labels of the nodes the action removed besides `node`, which were there before it ran
+  /// (the DequantizeLinears and the QuantizeLinear a fusion takes in), in the order they went.
+  std::vector<std::string> absorbed;
 };
 
 /// Scales (with whether negative values were allowed) whose values were all found valid.

@@ -30,7 +30,9 @@ Json itemJson(const ItemReport& r) {
   j["dialects"] = r.dialects;
   j["quantized_tensors"] = r.quantized_tensors;
   Json groups = Json::array();
-  for (const Rewritten& g : r.rewritten) groups.push_back({{"pass", g.pass}, {"node", g.node}, {"op", g.op}, {"kept", g.kept}, {"became", g.became}});
+  for (const Rewritten& g : r.rewritten)
+    groups.push_back({{"pass", g.pass}, {"node", g.node}, {"op", g.op}, {"kept", g.kept}, {"became", g.became},
+                      {"absorbed", g.absorbed}});
   j["rewritten"] = std::move(groups);
   j["refusals"] = said(r.said, {Report::Refused, Report::Unconvertible});
   Json approximations = Json::array();
