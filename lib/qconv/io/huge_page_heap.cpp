@@ -14,6 +14,7 @@
 
 namespace qconv::io {
 
+#if defined(__GLIBC__) && !defined(QCONV_SANITIZED)
 namespace {
 
 /// The start of a small file (sysfs), or empty.
@@ -45,6 +46,7 @@ bool limited() {
 }
 
 }  // namespace
+#endif
 
 size_t useHugePageHeap() {
 #if defined(__GLIBC__) && !defined(QCONV_SANITIZED)

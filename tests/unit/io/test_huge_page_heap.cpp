@@ -14,6 +14,7 @@
 
 namespace {
 
+#if !defined(QCONV_SANITIZED) && defined(__GLIBC__)
 std::string fileText(const char* path) {
   std::ifstream in(path);
   std::stringstream text;
@@ -36,15 +37,16 @@ int hugePageEligible(uintptr_t address) {
   }
   return -1;
 }
+#endif
 
 }  // namespace
 
 TEST_CASE("the command's heap: what it allocates next is advised for huge pages where the kernel makes them") {
-  const std::string enabled = fileText("/sys/kernel/mm/transparent_hugepage/enabled");
   const size_t advised = qconv::io::useHugePageHeap();
 #if defined(QCONV_SANITIZED) || !defined(__GLIBC__)
   CHECK(advised == 0);  // a sanitizer's allocator is its own
 #else
+  const std::string enabled = fileText("/sys/kernel/mm/transparent_hugepage/enabled");
   rlimit as{}, data{};
   const bool limited = (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
                        (getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
