@@ -35,37 +35,37 @@ bool sameScale(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-std::optional<BiasRead> biasReadOf(ir::Node& n) {
-  const QOpForm* form = qopFormOf(n);
-  if (!form) return std::nullopt;
-  for (const QOperand& op : form->operands) {
-    if (op.kind != QOperand::kBias || static_cast<size_t>(op.x) >= n.inputs().size() || !n.input(op.x)) continue;
-    const auto a = positive(n.input(static_cast<size_t>(op.s)));
-    const auto b = positive(n.input(static_cast<size_t>(op.zp)));
-    if (!a || a->size() != 1 || !b) return std::nullopt;
-    BiasRead read{&n, static_cast<size_t>(op.x), {}};
-    const float alpha = n.attrFloat("alpha", 1.0f);  // QGemm: C at alpha * a_s * b_s (as unfuse-qop computes it)
-    for (float s : *b) read.scale.push_back(alpha * (*a)[0] * s);
-    return read;
-  }
-  return std::nullopt;
-}
-
 namespace {
 
-/// The constant int32 bias QOp node `n` reads, or null.
-const ir::Value* constantBias(const ir::Node& n) {
+/// The bias operand of QOp node `n` (qop_forms.h's kBias) whose input `n` has, or null.
+const QOperand* biasOperand(const ir::Node& n) {
   const QOpForm* form = qopFormOf(n);
   if (!form) return nullptr;
-  for (const QOperand& op : form->operands) {
-    if (op.kind != QOperand::kBias) continue;
-    const ir::Value* b = n.input(static_cast<size_t>(op.x));
-    return b && b->isConstant() && b->elemType() == onnx::TensorProto::INT32 ? b : nullptr;
-  }
+  for (const QOperand& op : form->operands)
+    if (op.kind == QOperand::kBias && static_cast<size_t>(op.x) < n.inputs().size() && n.input(op.x)) return &op;
   return nullptr;
 }
 
+/// The constant int32 bias QOp node `n` reads, or null.
+ir::Value* constantBias(const ir::Node& n) {
+  const QOperand* op = biasOperand(n);
+  ir::Value* b = op ? n.input(static_cast<size_t>(op->x)) : nullptr;
+  return b && b->isConstant() && b->elemType() == onnx::TensorProto::INT32 ? b : nullptr;
+}
+
 }  // namespace
+
+std::optional<BiasRead> biasReadOf(ir::Node& n) {
+  const QOperand* op = biasOperand(n);
+  if (!op) return std::nullopt;
+  const auto a = positive(n.input(static_cast<size_t>(op->s)));
+  const auto b = positive(n.input(static_cast<size_t>(op->zp)));
+  if (!a || a->size() != 1 || !b) return std::nullopt;
+  BiasRead read{&n, static_cast<size_t>(op->x), {}};
+  const float alpha = n.attrFloat("alpha", 1.0f);  // QGemm: C at alpha * a_s * b_s (as unfuse-qop computes it)
+  for (float s : *b) read.scale.push_back(alpha * (*a)[0] * s);
+  return read;
+}
 
 std::vector<SharedBias> sharedBiases(ir::Graph& graph) {
   // the biases more than one node reads, counted before any scale is read: most have one reader
@@ -75,11 +75,10 @@ std::vector<SharedBias> sharedBiases(ir::Graph& graph) {
   std::vector<SharedBias> found;
   std::map<const ir::Value*, size_t> at;  // bias -> its entry in `found`
   for (ir::Node* n : graph.nodes()) {
-    if (const ir::Value* b = constantBias(*n); !b || readers[b] < 2) continue;
+    ir::Value* b = constantBias(*n);
+    if (!b || readers[b] < 2) continue;
     auto read = biasReadOf(*n);
     if (!read) continue;
-    ir::Value* b = n->input(read->slot);
-    if (!b->isConstant() || b->elemType() != onnx::TensorProto::INT32) continue;
     auto [it, fresh] = at.emplace(b, found.size());
     if (fresh) found.push_back({b, {}});
     SharedBias& s = found[it->second];
