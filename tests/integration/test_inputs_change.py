@@ -7,7 +7,8 @@
   A's model whole, B's whole, or a clean error: never A's scales with B's weights. The folder is
   opened once and every file is read relative to it.
 
-The signal tests are bounded: ten instants spread over one measured run, a few hundred swaps."""
+The signal tests are bounded: ten instants spread over one measured run (ten more where none of
+them landed mid-read: run times vary), a few hundred swaps."""
 from __future__ import annotations
 
 import os
@@ -56,7 +57,13 @@ def test_an_input_shortened_while_it_is_read_is_exit_3_never_a_signal(victim, wh
     took = time.monotonic() - start
     new = {p: open(out_dir / p, "rb").read() for p in os.listdir(out_dir)}
     changed = 0
-    for k in range(10):
+    rounds = 0
+    # ten instants spread over a run's time; on a machine where none of them lands mid-read (the
+    # run's time varies), ten more, no more: every round is judged alike
+    for k in range(20):
+        if k >= 10 and (changed or victim == "model, external"):
+            break
+        rounds += 1
         for p in os.listdir(out_dir):
             os.remove(out_dir / p)
         dst.write_bytes(b"old output")
@@ -65,18 +72,18 @@ def test_an_input_shortened_while_it_is_read_is_exit_3_never_a_signal(victim, wh
             with open(p, "wb") as f:
                 f.write(b)
         run = convert(src, str(dst))
-        time.sleep(took * k / 10)
+        time.sleep(took * (k % 10) / 10)
         os.truncate(shrinks, os.path.getsize(shrinks) // 3)
         code = run.wait()
         err = run.stderr.read()
-        assert code in (0, 3), f"instant {k}/10: exit {code} (a negative exit is death by a signal): {err}"
+        assert code in (0, 3), f"round {k}, instant {k % 10}/10: exit {code} (a negative exit is death by a signal): {err}"
         left = sorted(os.listdir(out_dir))
         if code == 3:
             changed += "changed while it was read" in err
             assert left == ["out.onnx"] and dst.read_bytes() == b"old output", (k, left, err)
         else:
             assert {p: open(out_dir / p, "rb").read() for p in left} == new, k
-    print(f"{victim} on {where}: {changed} of 10 instants fell while it was read")
+    print(f"{victim} on {where}: {changed} of {rounds} instants fell while it was read")
     if victim != "model, external":  # that file is read whole at the open, and not after
         assert changed >= 1, "no instant fell while the input was read"
 
