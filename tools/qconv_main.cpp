@@ -78,8 +78,12 @@ void defineConvert(CLI::App& convert, ConvertFlags& f) {
   convert.add_option("-j,--jobs", f.options.jobs, "with --out-dir: convert N models at once (default 1)")
       ->check(CLI::Range(1, 256));
   convert.add_option("--report", f.options.report,
-                     "write what was done as JSON to this file: inputs, outputs, rewritten groups, refusals, "
-                     "approximations, stage times, exit code (schema: docs/cli.md)");
+                     "write what was done to this file: FILE.json (inputs, outputs, each node's outcome, rewritten "
+                     "groups, refusals, approximations, stage times, exit code; schema: docs/cli.md) or FILE.html "
+                     "(the same as one page to open in a browser)");
+  convert.add_option("--node-data", f.options.node_data,
+                     "write each node of the output's outcome as Model Explorer's node data (FILE.json) to show on "
+                     "the graph");
   convert.add_option("--format", f.format,
                      "qop: QLinearConv/QLinearMatMul; qdq: canonical QDQ (with --target: that runtime's default)")
       ->check(CLI::IsMember({"qop", "qdq"}));
@@ -153,6 +157,11 @@ void defineVerify(CLI::App& cmd, VerifyFlags& f) {
   cmd.add_option("--ignore", f.verify.ignore,
                  "set this kind of finding aside (repeat, or KIND,KIND; the kinds: docs/cli.md)")
       ->delimiter(',');
+  cmd.add_option("--report", f.verify.report,
+                 "write the findings and each node's to this file: FILE.json (--json's object with the nodes) or "
+                 "FILE.html (one page to open in a browser)");
+  cmd.add_option("--node-data", f.verify.node_data,
+                 "write each node's findings as Model Explorer's node data (FILE.json) to show on the graph");
 }
 
 struct InspectFlags {
@@ -295,6 +304,8 @@ int main(int argc, char** argv) {
   if (verify_cmd->parsed()) {
     if (vf.verify.model.empty()) return usage("qconv verify: give the MODEL to check");
     if (const std::string why = dashPath("qconv verify", vf.verify.model); !why.empty()) return usage(why);
+    for (const auto& [flag, path] : {std::pair{"--report", &vf.verify.report}, {"--node-data", &vf.verify.node_data}})
+      if (const std::string why = dashPath(flag, *path); !why.empty()) return usage(why);
     using qconv::analysis::Severity;
     vf.verify.fail_on = vf.fail_on == "note"      ? Severity::Note
                         : vf.fail_on == "warning" ? Severity::Warning
@@ -307,8 +318,12 @@ int main(int argc, char** argv) {
   }
   for (const std::string& f : cf.files)
     if (const std::string why = dashPath("qconv convert: a model path", f); !why.empty()) return usage(why);
-  for (const std::string* f : {&cf.options.out_dir, &cf.options.report})
-    if (const std::string why = dashPath(f == &cf.options.report ? "--report" : "--out-dir", *f); !why.empty())
+  for (const std::string* f : {&cf.options.out_dir, &cf.options.report, &cf.options.node_data})
+    if (const std::string why = dashPath(f == &cf.options.report      ? "--report"
+                                         : f == &cf.options.node_data ? "--node-data"
+                                                                      : "--out-dir",
+                                         *f);
+        !why.empty())
       return usage(why);
   if (convert->count("--jobs") && cf.options.out_dir.empty())
     return usage("-j/--jobs converts a batch's models at once: it goes with --out-dir DIR IN...");

@@ -99,11 +99,17 @@ void rewriteAndRecord(ir::Graph& graph, ir::Node& root, Group& group, PassContex
   rule.rewrite(graph, group, ctx);
   if (graph.nodesMade() == made && graph.nodes().size() == live) return;  // nothing to record: no label made
   // a destroyed root keeps its proto (and so its label) until emit
-  Rewritten record{ctx.pass(), root.label(), root.opType(), {}, graph.isAlive(&root), {}};
+  Rewritten record{ctx.pass(), root.label(), root.opType(), {}, graph.isAlive(&root), {}, root.ordinal(), {}, {}};
   for (size_t i = made; i < graph.nodesMade(); ++i)
-    if (const ir::Node* n = graph.madeNode(i); graph.isAlive(n)) record.became.push_back(n->opType());
+    if (const ir::Node* n = graph.madeNode(i); graph.isAlive(n)) {
+      record.became.push_back(n->opType());
+      record.made_ordinals.push_back(i);
+    }
   for (size_t i = destroyed; i < graph.nodesDestroyed(); ++i)  // not the root, nor a node the action made
-    if (const ir::Node* n = graph.destroyedNode(i); n != &root && n->ordinal() < made) record.absorbed.push_back(n->label());
+    if (const ir::Node* n = graph.destroyedNode(i); n != &root && n->ordinal() < made) {
+      record.absorbed.push_back(n->label());
+      record.absorbed_ordinals.push_back(n->ordinal());
+    }
   ctx.rewrote(std::move(record));
 }
 

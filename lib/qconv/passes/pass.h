@@ -84,6 +84,12 @@ struct Rewritten {
   /// The labels of the nodes the action removed besides `node`, which were there before it ran
   /// (the DequantizeLinears and the QuantizeLinear a fusion takes in), in the order they went.
   std::vector<std::string> absorbed;
+  /// The same nodes by Node::ordinal (the IR's identity, which labels are not: a made node's
+  /// label is a hint until emit): the root, the nodes made that are still there, those absorbed.
+  /// The report's per-node trace (pipeline/node_trace.h) follows a node through groups by them.
+  size_t root_ordinal = 0;
+  std::vector<size_t> made_ordinals;
+  std::vector<size_t> absorbed_ordinals;
 };
 
 /// Scales (with whether negative values were allowed) whose values were all found valid.

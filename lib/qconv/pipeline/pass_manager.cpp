@@ -78,6 +78,7 @@ void PassManager::run(ir::Model& model, PassContext& ctx, std::ostream* dump, co
     }
     ctx.setPass(p->name);
     timeStage(std::string(p->name), [&] { p->run(model, ctx); });
+    removals_.emplace_back(p->name, model.graph.nodesDestroyed());
     ctx.offerValidScales(nullptr);
     if (dump) {
       fmt::print(*dump, "; IR after {}\n", p->name);

@@ -4,6 +4,8 @@
 
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qconv/passes/pass.h"
@@ -44,10 +46,15 @@ class PassManager {
 
   const std::vector<StageTiming>& timings() const { return timings_; }
 
+  /// After each pass run, its name and how many nodes the graph had destroyed by its end
+  /// (ir::Graph::nodesDestroyed): which pass removed a node no recorded group took.
+  const std::vector<std::pair<std::string_view, size_t>>& removals() const { return removals_; }
+
  private:
   double now() const;
   std::vector<const PassInfo*> passes_;
   std::vector<StageTiming> timings_;
+  std::vector<std::pair<std::string_view, size_t>> removals_;
   const io::OpSchemas* schemas_ = nullptr;
 };
 

@@ -41,6 +41,17 @@ Json itemJson(const ItemReport& r) {
   j["approximations"] = std::move(approximations);
   j["warnings"] = said(r.said, {Report::Warning, Report::Advisory});
   j["notes"] = said(r.said, {Report::Done});
+  Json nodes = Json::array();
+  for (const NodeRow& n : r.trace.input)
+    nodes.push_back({{"name", n.name}, {"op", n.op}, {"outcome", outcomeName(n.outcome)}, {"passes", n.passes},
+                     {"reason", n.reason}, {"became", n.became}});
+  j["nodes"] = std::move(nodes);
+  j["graph"] = r.graph_id.empty() ? Json() : Json(r.graph_id);
+  Json outputs = Json::array();
+  for (const OutputNode& n : r.trace.output)
+    outputs.push_back({{"id", n.id}, {"op", n.op}, {"outcome", outcomeName(n.outcome)}, {"reason", n.reason},
+                       {"from", n.from}});
+  j["output_nodes"] = std::move(outputs);
   Json counts = Json::object();
   for (const auto& [what, n] : r.counts) counts[what] = n;
   j["counts"] = std::move(counts);
@@ -55,7 +66,7 @@ std::string jsonText(const Json& j) {
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
-std::string reportJson(const RunReport& report) {
+Json reportObject(const RunReport& report) {
   Json j;
   j["qconv_report"] = 1;  // the schema's version: a key changes meaning only with it
   j["command"] = "convert";
@@ -66,7 +77,9 @@ std::string reportJson(const RunReport& report) {
   Json items = Json::array();
   for (const ItemReport& r : report.items) items.push_back(itemJson(r));
   j["items"] = std::move(items);
-  return jsonText(j);
+  return j;
 }
+
+std::string reportJson(const RunReport& report) { return jsonText(reportObject(report)); }
 
 }  // namespace qconv

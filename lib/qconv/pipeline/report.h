@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qconv/passes/pass.h"
+#include "qconv/pipeline/node_trace.h"
 #include "qconv/pipeline/pass_manager.h"
 
 namespace qconv {
@@ -27,6 +28,9 @@ struct ItemReport {
   std::vector<Rewritten> rewritten;
   std::map<std::string, int> counts;
   std::vector<StageTiming> stages;
+  /// Each node's outcome (node_trace.h), when a report was asked for; the output's graph id.
+  NodeTrace trace;
+  std::string graph_id;
 };
 
 struct RunReport {
@@ -39,6 +43,28 @@ struct RunReport {
 
 /// The report as JSON text (nlohmann::json, keys in a fixed order, 2-space indent, a newline).
 std::string reportJson(const RunReport& report);
+/// The same object, before it is text.
+nlohmann::ordered_json reportObject(const RunReport& report);
+
+/// --report FILE.html: the report as one self-contained page (report_page.cpp).
+std::string reportHtml(const RunReport& report);
+/// A page of any command's report object: "command", "items" (each with "nodes": name, op,
+/// outcome, passes, reason, became), and for verify each item's "findings".
+std::string reportPage(nlohmann::ordered_json data);
+/// Whether a --report path asks for the page (.html, .htm) rather than JSON.
+bool wantsHtml(const std::string& path);
+
+/// One node of Model Explorer's node data: its id (node_trace.h's nodeId), outcome and reason.
+struct NodeOverlay {
+  std::string id;
+  std::string outcome;
+  std::string reason;
+};
+/// --node-data FILE.json: Model Explorer's node data for the graph `graph_id`: each node's
+/// outcome as its colour, "outcome: reason" as its value.
+std::string nodeDataJson(const std::string& graph_id, const std::vector<NodeOverlay>& nodes);
+/// The node data of a conversion's output (its trace's output nodes).
+std::string nodeDataJson(const ItemReport& item);
 
 /// One item of it, as a JSON object (inspect shows its dry run so).
 nlohmann::ordered_json itemJson(const ItemReport& item);

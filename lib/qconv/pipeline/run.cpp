@@ -114,6 +114,7 @@ void requireWholePaths(const ConvertOptions& o) {
   for (const std::string& in : o.inputs) requireWholePath("the model path", in);
   requireWholePath("the output folder", o.out_dir);
   requireWholePath("the report path", o.report);
+  requireWholePath("the node data path", o.node_data);
 }
 
 }  // namespace
@@ -276,7 +277,20 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (options.inline_data || in_memory) refuseInlineOver2GB(model, item.input, in_memory);
   if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
-  pm.run(model, ctx, options.dump ? &out : nullptr, options.cancel);
+  // each node's outcome (node_trace.h), for a report: also when a pass refuses the model
+  const bool traced = !options.report.empty() || options.report_json || !options.node_data.empty();
+  const size_t input_nodes = model.graph.nodesMade();
+  report.graph_id = graphId(model.shell.graph().name());
+  auto trace = [&] {
+    if (traced) report.trace = traceNodes(model.graph, input_nodes, ctx.rewritten(), ctx.said(), pm.removals(), ctx.pass());
+  };
+  try {
+    pm.run(model, ctx, options.dump ? &out : nullptr, options.cancel);
+  } catch (...) {
+    trace();
+    throw;
+  }
+  trace();
   if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
     throw Error(ExitCode::Unchanged,
                 fmt::format("{}: --require-change: {}; nothing was written", item.input,
@@ -303,6 +317,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
     }
     return m;
   });
+  if (traced) nameOutputNodes(report.trace, result.graph());
   if (in_memory) {  // the API's: the checker judges the model, then it is serialized
     pm.timeStage("check", [&] { checkEmitted(result, &fileBacked, item.input, item.schemas, options.input_bytes); });
     std::string bytes = pm.timeStage("write", [&] {
@@ -422,7 +437,12 @@ int run(const ConvertOptions& given, std::ostream& out, DiagnosticSink& lines) {
   report.target = options.target;
   int code = 0;
   std::shared_ptr<const io::Folder> report_folder;  // the plan's: the report goes where it was checked
+  std::shared_ptr<const io::Folder> node_data_folder;
   const bool batch = !options.out_dir.empty() || !options.inputs.empty();
+  if (batch && !options.node_data.empty()) {
+    Diagnostics(&lines, options.verbosity).error("--node-data draws one model: give one input, not a batch (--out-dir)");
+    return static_cast<int>(ExitCode::Usage);
+  }
   if (batch && (options.input_bytes || options.output_bytes)) {
     Diagnostics(&lines, options.verbosity).error("a batch (--out-dir) converts files: in-memory models go one at a time");
     return static_cast<int>(ExitCode::Usage);
@@ -435,7 +455,7 @@ int run(const ConvertOptions& given, std::ostream& out, DiagnosticSink& lines) {
       std::vector<std::string> inputs, outputs;  // the files of the run (in memory: none)
       if (!options.input_bytes) inputs.push_back(options.input);
       if (!options.output_bytes) outputs.push_back(options.output);
-      plan = planWrites(inputs, outputs, options.report);
+      plan = planWrites(inputs, outputs, options.report, options.node_data);
     } catch (const Error& e) {  // before anything is read or written
       Diagnostics(&lines, options.verbosity).error(e.what());
       return static_cast<int>(e.code());
@@ -446,17 +466,21 @@ int run(const ConvertOptions& given, std::ostream& out, DiagnosticSink& lines) {
     item.protected_files = &plan.protected_files;
     if (!options.output_bytes) item.folder = plan.folders[0];
     report_folder = plan.report_folder;
+    node_data_folder = plan.node_data_folder;
     code = convertItem(options, item, report.items.back(), lines, out);
   }
   report.exit_code = code;
   // a run refused before it started (a usage error, the write plan) writes nothing, no report either
-  if ((options.report.empty() && !options.report_json) || report.items.empty()) return code;
+  if ((options.report.empty() && !options.report_json && options.node_data.empty()) || report.items.empty()) return code;
   report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   const std::string json = reportJson(report);
   if (options.report_json) *options.report_json = json;
-  if (options.report.empty()) return code;
   try {
-    io::writeTextFile(options.report, json, report_folder);
+    if (!options.report.empty())
+      io::writeTextFile(options.report, wantsHtml(options.report) ? reportHtml(report) : json, report_folder);
+    // the output's overlay: only where there is an output
+    if (!options.node_data.empty() && code == 0 && !options.output_bytes)
+      io::writeTextFile(options.node_data, nodeDataJson(report.items.front()), node_data_folder);
   } catch (const Error& e) {
     Diagnostics(&lines, options.verbosity).error(e.what());
     return std::max(code, static_cast<int>(e.code()));

@@ -22,7 +22,10 @@ struct ConvertOptions {
   std::vector<std::string> inputs;
   std::string out_dir;
   int jobs = 1;                     // conversions at once in a batch (-j)
-  std::string report;               // --report FILE.json: what was done (docs/cli.md), also on failure
+  std::string report;               // --report FILE.json|FILE.html: what was done (docs/cli.md), also on failure
+  /// --node-data FILE.json: each node of the output's outcome, as Model Explorer's node data
+  /// (docs/cli.md); a lone conversion's only
+  std::string node_data;
   Format format = Format::Qop;
   bool format_given = true;         // --format was given; else the target's default (run() resolves it)
   /// --target NAME: write the form that runtime computes exactly (targets/target.h); empty: none.
@@ -101,6 +104,8 @@ struct VerifyCommand {
   std::vector<std::string> ignore;  // --ignore KIND: these kinds are set aside (checked: findingKinds())
   int verbosity = 1;
   const std::string_view* model_bytes = nullptr;  // the Python API's: the model's bytes, `model` naming them
+  std::string report;     // --report FILE.json|FILE.html: the findings and each node's, as a file
+  std::string node_data;  // --node-data FILE.json: each node's findings, as Model Explorer's node data
 };
 
 /// Findings on `out`, one line each (or JSON); diagnostics on `err`. Returns 0 when no finding

@@ -19,13 +19,14 @@
 #include "qconv/diag.h"
 #include "qconv/io/model_io.h"
 #include "qconv/pipeline/item.h"
+#include "qconv/pipeline/write_plan.h"
 
 namespace qconv {
 
 namespace {
 
 /// verify's one JSON object (docs/cli.md): for its findings, an unreadable model, or a usage error.
-std::string verifyJson(const std::string& model, const std::string& target, int code, const std::string& error,
+nlohmann::ordered_json verifyObject(const std::string& model, const std::string& target, int code, const std::string& error,
                        const std::string& error_node, const std::vector<std::string>& dialects, size_t tensors, analysis::Severity fail_on, size_t ignored,
                        const std::vector<analysis::Finding>& findings) {
   nlohmann::ordered_json j;
@@ -43,7 +44,48 @@ std::string verifyJson(const std::string& model, const std::string& target, int 
   for (const auto& f : findings)
     j["findings"].push_back({{"kind", f.kind}, {"node", f.node}, {"tensor", f.tensor}, {"message", f.message},
                              {"severity", analysis::severityName(f.severity)}});
-  return jsonText(j);
+  return j;
+}
+
+std::string verifyJson(const std::string& model, const std::string& target, int code, const std::string& error,
+                       const std::string& error_node, const std::vector<std::string>& dialects, size_t tensors,
+                       analysis::Severity fail_on, size_t ignored, const std::vector<analysis::Finding>& findings) {
+  return jsonText(verifyObject(model, target, code, error, error_node, dialects, tensors, fail_on, ignored, findings));
+}
+
+/// A node of the model, as verify's report lists it.
+struct InputNode {
+  std::string label;  // what findings name it by
+  std::string op;
+  std::string id;  // Model Explorer's (node_trace.h's nodeId)
+};
+
+/// Each node's row: its worst finding's severity as its outcome ("will-not-run" for what the
+/// target cannot run), every finding's message as its reason, their kinds as its "passes".
+std::vector<NodeOverlay> nodeRows(const std::vector<InputNode>& nodes, const std::vector<analysis::Finding>& findings,
+                                  nlohmann::ordered_json& rows) {
+  std::map<std::string, std::vector<const analysis::Finding*>> of;
+  for (const analysis::Finding& f : findings) of[f.node].push_back(&f);
+  std::vector<NodeOverlay> overlay;
+  rows = nlohmann::ordered_json::array();
+  for (const InputNode& n : nodes) {
+    std::string outcome = "ok", reason, kinds;
+    analysis::Severity worst = analysis::Severity::Note;
+    bool any = false, target = false;
+    if (auto it = of.find(n.label); it != of.end())
+      for (const analysis::Finding* f : it->second) {
+        if (!any || f->severity > worst) worst = f->severity;
+        any = true;
+        target = target || f->kind == "target";
+        reason += (reason.empty() ? "" : "; ") + f->message;
+        if (kinds.find(f->kind) == std::string::npos) kinds += (kinds.empty() ? "" : ", ") + f->kind;
+      }
+    if (any) outcome = target ? "will-not-run" : analysis::severityName(worst);
+    rows.push_back({{"name", n.label}, {"op", n.op}, {"outcome", outcome}, {"passes", kinds}, {"reason", reason},
+                    {"became", nlohmann::ordered_json::array()}});
+    overlay.push_back({n.id, outcome, reason});
+  }
+  return overlay;
 }
 
 }  // namespace
@@ -75,7 +117,22 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
       if (command.json) out << usageErrorJson("verify", command.model, what);
       return static_cast<int>(ExitCode::Usage);
     }
+  WritePlan plan;  // --report and --node-data: never the model, nor its data files, nor each other
+  if (!command.report.empty() || !command.node_data.empty()) {
+    try {
+      requireWholePath("the report path", command.report);
+      requireWholePath("the node data path", command.node_data);
+      plan = planWrites(command.model_bytes ? std::vector<std::string>{} : std::vector<std::string>{command.model}, {},
+                        command.report, command.node_data);
+    } catch (const Error& e) {
+      log.error(e.what());
+      if (command.json) out << usageErrorJson("verify", command.model, e.what());
+      return static_cast<int>(e.code());
+    }
+  }
   std::vector<analysis::Finding> findings;
+  std::vector<InputNode> nodes;
+  std::string graph_id;
   analysis::Contents held;
   int code = 0;
   std::string error, error_node;
@@ -86,6 +143,10 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
     const TargetProfile* target = nullptr;
     if (!command.target.empty() && !(target = findTarget(command.target)))
       throw Error(ExitCode::Usage, fmt::format("--target {}: no such target ('qconv targets' lists them)", command.target));
+    graph_id = graphId(model.shell.graph().name());
+    size_t at = 0;
+    for (const ir::Node* n : model.graph.nodes())
+      nodes.push_back({n->label(), n->domain().empty() ? n->opType() : n->domain() + ":" + n->opType(), nodeId(n->name(), at++)});
     held = analysis::contentsOf(model);  // what convert and inspect read, too
     findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric, target});
     // With a target: what its runtime cannot run in the model as it is (verifyModel), and what
@@ -155,7 +216,6 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
       fmt::print(out, "{}\n", printable(fmt::format("{}: {}: {}: {}: {}", command.model, f.node,
                                                     analysis::severityName(f.severity), f.kind, f.message)));
   }
-  if (!error.empty()) return code;
   std::map<analysis::Severity, std::map<std::string, int>> counted;
   for (const auto& f : findings) ++counted[f.severity][f.kind];
   std::string summary;
@@ -172,6 +232,38 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
   }
   if (summary.empty()) summary = "no findings";
   if (ignored) summary += fmt::format("; {} ignored", ignored);
+  if (!command.report.empty() || !command.node_data.empty()) {
+    // the files, from the one object --json prints (and each node's rows from the same findings)
+    nlohmann::ordered_json rows;
+    const std::vector<NodeOverlay> overlay = nodeRows(nodes, findings, rows);
+    nlohmann::ordered_json j = verifyObject(command.model, command.target, code, error, error_node, held.dialectNames(),
+                                            held.tensors.size(), command.fail_on, ignored, findings);
+    j["graph"] = graph_id.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(graph_id);
+    j["nodes"] = rows;
+    try {
+      if (!command.report.empty()) {
+        std::string text = jsonText(j);
+        if (wantsHtml(command.report)) {
+          nlohmann::ordered_json item = j;  // the page's one item: the model, as convert's report has its input
+          item["input"] = command.model;
+          item["summary"] = error.empty() ? summary : "";
+          nlohmann::ordered_json page;
+          page["command"] = "verify";
+          page["target"] = j["target"];
+          page["exit_code"] = code;
+          page["items"] = nlohmann::ordered_json::array({item});
+          text = reportPage(std::move(page));
+        }
+        io::writeTextFile(command.report, text, plan.report_folder);
+      }
+      if (!command.node_data.empty() && !nodes.empty())
+        io::writeTextFile(command.node_data, nodeDataJson(graph_id, overlay), plan.node_data_folder);
+    } catch (const Error& e) {
+      log.error(e.what());
+      return std::max(code, static_cast<int>(e.code()));
+    }
+  }
+  if (!error.empty()) return code;
   log.say(Level::Info, "summary", "", summary);
   return code;
 }

@@ -130,7 +130,7 @@ bool inDataFileNamespace(const std::string& base, const std::string& name) {
 }  // namespace
 
 WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
-                     const std::string& report) {
+                     const std::string& report, const std::string& node_data) {
   const Places reads = whatIsRead(inputs);
   WritePlan plan;
   plan.sweep_names.resize(outputs.size());
@@ -168,10 +168,12 @@ WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<s
       written.add(old, fmt::format("a file the output {} would replace or remove", outputs[i]));
     }
   }
-  if (!report.empty()) {
-    const io::PathParts parts = io::splitPath(report);
-    plan.report_folder = io::Folder::tryOpen(parts.dir);
-    const Place r = plan.report_folder ? resolveIn(*plan.report_folder, parts.base) : resolve(report);
+  // the report and the overlay: neither an input, nor an output or its files, nor each other
+  auto side = [&](const char* flag, const std::string& path) -> std::shared_ptr<const io::Folder> {
+    if (path.empty()) return nullptr;
+    const io::PathParts parts = io::splitPath(path);
+    std::shared_ptr<const io::Folder> folder = io::Folder::tryOpen(parts.dir);
+    const Place r = folder ? resolveIn(*folder, parts.base) : resolve(path);
     const std::string* what = reads.find(r);
     if (!what) what = written.find(r);
     std::string named;  // a data file not written yet: its name and folder say whose it would be
@@ -183,9 +185,13 @@ WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<s
         what = &(named = fmt::format("named as a file of output {}", outputs[i]));
     }
     if (what)
-      throw Error(ExitCode::Usage, fmt::format("--report {}: names an input or an output of this run ({}); it would "
-                                               "replace it", report, *what));
-  }
+      throw Error(ExitCode::Usage, fmt::format("{} {}: names an input or an output of this run ({}); it would "
+                                               "replace it", flag, path, *what));
+    written.add(r, fmt::format("{} {}", flag, path));
+    return folder;
+  };
+  plan.report_folder = side("--report", report);
+  plan.node_data_folder = side("--node-data", node_data);
   plan.protected_files = reads.ids();
   return plan;
 }

@@ -45,13 +45,14 @@ struct WritePlan {
   /// and its commit happen there, so that the checks above bind the final rename. Null where
   /// the folder could not be opened (the write then fails, naming why).
   std::vector<std::shared_ptr<const io::Folder>> folders;
-  /// The report's folder, the same way.
+  /// The report's folder, the same way; the node data's (--node-data).
   std::shared_ptr<const io::Folder> report_folder;
+  std::shared_ptr<const io::Folder> node_data_folder;
 };
 
-/// The plan for `outputs[i]` written from `inputs[i]` (and `report`, when not empty); throws
-/// Error(Usage) naming both paths when the rule above refuses the run.
+/// The plan for `outputs[i]` written from `inputs[i]` (and `report` and `node_data`, when not
+/// empty); throws Error(Usage) naming both paths when the rule above refuses the run.
 WritePlan planWrites(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
-                     const std::string& report);
+                     const std::string& report, const std::string& node_data = "");
 
 }  // namespace qconv
