@@ -128,15 +128,16 @@ std::tuple<int, nb::bytes, nb::list> released(Call call, bool interruptible) {
   return {code, bytesOf(out.str()), records.list()};
 }
 
-/// (exit code, stdout, the records, the report's JSON, the converted model's bytes or None)
-using ConvertReturn = std::tuple<int, nb::bytes, nb::list, nb::bytes, std::optional<nb::bytes>>;
+/// (exit code, stdout, the records, the report's JSON, the converted model's bytes or None, the
+/// output's node data or empty)
+using ConvertReturn = std::tuple<int, nb::bytes, nb::list, nb::bytes, std::optional<nb::bytes>, nb::bytes>;
 
 /// One `qconv convert`: `input` (a path, or the name of `input_bytes`) into `output` (a path,
 /// or, with `to_memory`, the bytes returned); a batch when `out_dir` is given.
 ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_bytes, const nb::bytes& output,
                       bool to_memory, const std::vector<nb::bytes>& inputs, const nb::bytes& out_dir, int jobs,
-                      const nb::bytes& report, const std::string& format, const std::string& target,
-                      const std::vector<std::string>& passes, bool dump, bool time_passes, bool raise_weight_scale,
+                      const nb::bytes& report, const nb::bytes& node_data, const std::string& format,
+                      const std::string& target, const std::vector<std::string>& passes, bool dump, bool time_passes, bool raise_weight_scale,
                       bool approximate, bool annotate, bool inline_data, bool fsync, int32_t weight_type,
                       int32_t activation_type, bool check_saturation, bool contrib, int64_t opset, bool require_change,
                       int verbosity, bool interruptible) {
@@ -147,6 +148,7 @@ ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_byt
   o.out_dir = stringOf(out_dir);
   o.jobs = jobs;
   o.report = stringOf(report);
+  o.node_data = stringOf(node_data);
   o.format = format == "qdq" ? qconv::Format::Qdq : qconv::Format::Qop;
   o.format_given = !format.empty();
   o.target = target;
@@ -170,9 +172,10 @@ ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_byt
     in_view = viewOf(*input_bytes);
     o.input_bytes = &in_view;
   }
-  std::string converted, report_json;
+  std::string converted, report_json, node_data_json;
   if (to_memory) o.output_bytes = &converted;
   o.report_json = &report_json;
+  o.node_data_json = &node_data_json;
   auto [code, out, records] = released(
       [&](std::ostream& os, qconv::DiagnosticSink& sink, const std::atomic<bool>* cancel) {
         o.cancel = cancel;
@@ -181,15 +184,18 @@ ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_byt
       interruptible);
   std::optional<nb::bytes> result;
   if (to_memory && code == 0) result = filled(converted);
-  return {code, std::move(out), std::move(records), bytesOf(report_json), std::move(result)};
+  return {code, std::move(out), std::move(records), bytesOf(report_json), std::move(result), bytesOf(node_data_json)};
 }
 
 /// `qconv verify MODEL --json`: (exit code, the JSON object, the records).
 std::tuple<int, nb::bytes, nb::list> verify(const nb::bytes& model, std::optional<nb::bytes> model_bytes,
                                              const std::string& target, int fail_on, bool symmetric,
-                                             const std::vector<std::string>& ignore, bool interruptible) {
+                                             const std::vector<std::string>& ignore, const nb::bytes& report,
+                                             const nb::bytes& node_data, bool interruptible) {
   qconv::VerifyCommand c;
   c.model = stringOf(model);
+  c.report = stringOf(report);
+  c.node_data = stringOf(node_data);
   c.json = true;
   c.symmetric = symmetric;
   c.target = target;
@@ -237,13 +243,13 @@ std::vector<std::tuple<std::string, std::string, std::string, std::string>> targ
 NB_MODULE(_qconv, m) {
   m.doc() = "qconv's engine (the library the qconv command runs); the API is the qconv package";
   m.def("convert", &convert, nb::arg("input"), nb::arg("input_bytes").none(), nb::arg("output"), nb::arg("to_memory"),
-        nb::arg("inputs"), nb::arg("out_dir"), nb::arg("jobs"), nb::arg("report"), nb::arg("format"),
+        nb::arg("inputs"), nb::arg("out_dir"), nb::arg("jobs"), nb::arg("report"), nb::arg("node_data"), nb::arg("format"),
         nb::arg("target"), nb::arg("passes"), nb::arg("dump"), nb::arg("time_passes"),
         nb::arg("raise_weight_scale"), nb::arg("approximate"), nb::arg("annotate"), nb::arg("inline_data"),
         nb::arg("fsync"), nb::arg("weight_type"), nb::arg("activation_type"), nb::arg("check_saturation"),
         nb::arg("contrib"), nb::arg("opset"), nb::arg("require_change"), nb::arg("verbosity"), nb::arg("interruptible"));
   m.def("verify", &verify, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("fail_on"),
-        nb::arg("symmetric"), nb::arg("ignore"), nb::arg("interruptible"));
+        nb::arg("symmetric"), nb::arg("ignore"), nb::arg("report"), nb::arg("node_data"), nb::arg("interruptible"));
   m.def("inspect", &inspect, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("format"),
         nb::arg("interruptible"));
   m.def("targets", &targets);

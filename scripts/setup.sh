@@ -2,7 +2,8 @@
 # Install everything qconv needs on a fresh Debian machine, then build it.
 #   Debian packages: the compiler, CMake, Ninja and the libraries qconv links (only those);
 #   ONNX: the version third_party/onnx.pin names, built from source by scripts/build_onnx.sh (~1 min once);
-#   for the tests: time, strace (what a run opens), clang and its libFuzzer runtime (tests/fuzz).
+#   for the tests: time, strace (what a run opens), clang and its libFuzzer runtime (tests/fuzz),
+#   headless Chromium (the HTML report).
 #   .venv/: the Python reference (onnx, onnxruntime, numpy, pytest) for tests and benchmarks.
 # Safe to run again: each step is skipped when already done.
 # Usage: scripts/setup.sh [--no-venv] [--command-only]
@@ -17,6 +18,9 @@ debs=(g++ cmake ninja-build pkg-config libprotobuf-dev protobuf-compiler libcli1
       qemu-user help2man dpkg-dev file zsh)  # qemu-user: an emulated x86 CPU without VNNI for the saturation tests
 # (test_targets.py); help2man: the man page; dpkg-dev, file: CPack's .deb and its dependencies (cpack -G DEB);
 # zsh: the zsh completion is checked by it (test_install.py)
+# chromium: the HTML report is checked in a real browser, headless (test_report_views.py); not for
+# --command-only (the example)
+case " $* " in *" --command-only "*) ;; *) debs+=(chromium) ;; esac
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import onnx
 
 __all__ = [
-    "convert", "verify", "inspect", "targets", "ConversionResult", "VerifyResult", "Finding", "Message", "Target",
+    "convert", "verify", "inspect", "targets", "show", "ConversionResult", "VerifyResult", "Finding", "Message", "Target",
     "QconvError", "UsageError", "InvalidModelError", "UnsupportedModelError", "OutputError", "QconvMemoryError",
     "UnchangedError", "InternalError", "__version__", "__commit__", "onnx_version", "built_with",
 ]
@@ -157,6 +157,9 @@ class ConversionResult:
     """The converted model, serialized (every tensor inline), when no output path was given."""
     dump: str = ""
     """With ``dump=True``: the IR after every pass (what ``--dump`` prints)."""
+    node_data: str = ""
+    """A lone conversion's: each node of the output's outcome as Model Explorer's node data (JSON
+    text, what ``--node-data`` writes); :func:`show` draws it on the graph."""
     _model: List[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
@@ -369,6 +372,7 @@ def convert(
     no_saturation_check: bool = False,
     require_change: bool = False,
     report: Optional[PathLike] = None,
+    node_data: Optional[PathLike] = None,
     out_dir: Optional[PathLike] = None,
     jobs: int = 1,
     dump: bool = False,
@@ -389,7 +393,9 @@ def convert(
     "qdq"), ``target`` (a runtime: :func:`targets`), ``contrib``, ``weight_type`` and
     ``activation_type`` ("uint8" or "int8"), ``approximate``, ``raise_weight_scale``, ``opset``,
     ``passes`` (a list of pass names), ``annotate``, ``inline_data``, ``fsync``,
-    ``no_saturation_check``, ``require_change``, ``report`` (also write the report to this file),
+    ``no_saturation_check``, ``require_change``, ``report`` (also write the report to this file:
+    ``.json``, or ``.html`` for one page to open in a browser), ``node_data`` (each node's outcome
+    as Model Explorer's node data, to this file; also in ``result.node_data``),
     ``dump`` (the IR after every pass, in ``result.dump``), ``time_passes``, ``quiet`` and
     ``verbose`` (0, 1 or 2: what goes into ``result.messages`` and the logger). A batch is
     ``model`` a list of paths with ``out_dir`` (and ``jobs``).
@@ -425,6 +431,7 @@ def convert(
     if _text("target", target) == "" and target is not None:
         raise _usage(f"target='': no such target; qconv knows {', '.join(t.name for t in targets())}")
     report_path = _path(report, "report") if report is not None else b""
+    node_data_path = _path(node_data, "node_data") if node_data is not None else b""
     inputs: List[bytes] = []
     in_path, in_bytes = b"", None
     out_dir_path = b""
@@ -443,8 +450,9 @@ def convert(
         in_path, in_bytes = _source(model, "model")
     to_memory = output is None and out_dir is None
     out_path = _MEMORY.encode() if to_memory else (_path(output, "output") if output is not None else b"")
-    code, stdout, records, report_json, converted = _qconv.convert(
-        in_path, in_bytes, out_path, to_memory, inputs, out_dir_path, jobs, report_path, fmt, target or "",
+    code, stdout, records, report_json, converted, overlay = _qconv.convert(
+        in_path, in_bytes, out_path, to_memory, inputs, out_dir_path, jobs, report_path, node_data_path, fmt,
+        target or "",
         pass_names, dump, time_passes, raise_weight_scale, approximate, annotate, inline_data, fsync,
         _TYPES.get(wt, 0), _TYPES.get(at, 0), not no_saturation_check, contrib, opset or 0, require_change,
         0 if quiet else 1 + verbose, _interruptible())
@@ -456,7 +464,8 @@ def convert(
     summary = summaries[0] if len(summaries) == 1 else "; ".join(  # a batch: each output's
         f"{i['output']}: {i['summary']}" for i in parsed.get("items", []) if i.get("summary"))
     written = None if to_memory else os.fsdecode(out_path if out_dir is None else out_dir_path)
-    return ConversionResult(written, parsed, summary, messages, converted, stdout.decode("utf-8", "replace"))
+    return ConversionResult(written, parsed, summary, messages, converted, stdout.decode("utf-8", "replace"),
+                            overlay.decode("utf-8", "replace"))
 
 
 def verify(
@@ -466,13 +475,17 @@ def verify(
     fail_on: str = "error",
     ignore: Iterable[str] = (),
     symmetric: bool = False,
+    report: Optional[PathLike] = None,
+    node_data: Optional[PathLike] = None,
 ) -> VerifyResult:
     """Check a quantized model's parameters and representations, as ``qconv verify --json`` does.
 
     Returns the findings (severity, kind, node, tensor, message) and whether one is of severity
     ``fail_on`` ("error", "warning" or "note") or worse. ``target`` names the runtime the model is
     for (what it cannot run becomes a finding); ``ignore`` sets kinds of finding aside;
-    ``symmetric`` also names what a runtime taking int8 at zero point 0 only refuses. Raises
+    ``symmetric`` also names what a runtime taking int8 at zero point 0 only refuses; ``report``
+    writes the findings and each node's to a file (``.json``, or ``.html``: one page), ``node_data``
+    each node's findings as Model Explorer's node data. Raises
     :class:`InvalidModelError` when the model cannot be read, :class:`UsageError` for a wrong
     argument.
     """
@@ -486,8 +499,10 @@ def verify(
     kinds = _names("ignore", ignore) if ignore else []
     _flag("symmetric", symmetric)
     path, data = _source(model, "model")
+    report_path = _path(report, "report") if report is not None else b""
+    node_data_path = _path(node_data, "node_data") if node_data is not None else b""
     code, stdout, records = _qconv.verify(path, data, _text("target", target), severities[fail], symmetric, kinds,
-                                          _interruptible())
+                                          report_path, node_data_path, _interruptible())
     messages = _messages(records)
     obj: Dict[str, Any] = json.loads(stdout.decode("utf-8", "replace")) if stdout else {}
     if code not in (0, 1):
@@ -514,3 +529,51 @@ def inspect(model: ModelLike, *, target: Optional[str] = None, format: Optional[
 def targets() -> List[Target]:
     """The runtimes ``target=`` writes for, as ``qconv targets`` lists them."""
     return [Target(*t) for t in _qconv.targets()]
+
+
+_EXPLORER = "pip install ai-edge-model-explorer model-explorer-onnx"
+
+
+def show(result_or_path: Union[ConversionResult, PathLike], *, target: Optional[str] = None, host: str = "localhost",
+         port: int = 8080, open_in_browser: bool = True) -> None:
+    """Draw a model in Google's Model Explorer with what qconv says of each node on it.
+
+    ``result_or_path`` is what :func:`convert` returned (the output model, each node coloured by
+    its outcome: fused, moved, refused, ...) or a model's path (each node coloured by what
+    :func:`verify` finds in it, for ``target`` when given). Starts Model Explorer's server on
+    ``host``:``port`` and opens it in the browser (``open_in_browser=False``: only the server, at
+    ``http://host:port``); returns when it is stopped (Ctrl-C). Model Explorer is not a
+    dependency of qconv: without ``ai-edge-model-explorer`` and ``model-explorer-onnx``, raises
+    ``ModuleNotFoundError`` saying how to install them.
+    """
+    try:
+        import model_explorer  # type: ignore[import-not-found]
+        import model_explorer_onnx  # type: ignore[import-not-found]  # noqa: F401  (the ONNX adapter it loads)
+    except ImportError as e:
+        raise ModuleNotFoundError(f"qconv.show() draws the model in Model Explorer, which is not installed "
+                                  f"({e.name} is missing): {_EXPLORER}") from None
+    import tempfile
+
+    _flag("open_in_browser", open_in_browser)
+    _whole("port", port, 1, 65535)
+    with tempfile.TemporaryDirectory(prefix="qconv-show-") as folder:
+        overlay = os.path.join(folder, "node_data.json")
+        if isinstance(result_or_path, ConversionResult):
+            if not result_or_path.node_data:
+                raise _usage("show(): the result is of a batch or a failed conversion; give one conversion's result "
+                             "or a model's path")
+            model = result_or_path.output
+            if model is None:  # converted into memory: drawn from a copy
+                model = os.path.join(folder, "converted.onnx")
+                with open(model, "wb") as f:
+                    f.write(result_or_path.model_bytes or b"")
+            with open(overlay, "w", encoding="utf-8") as f:
+                f.write(result_or_path.node_data)
+        else:
+            model = os.fsdecode(_path(result_or_path, "result_or_path"))
+            verify(model, target=target, fail_on="note", node_data=overlay)
+        config = model_explorer.config()
+        config.add_model_from_path(path=model)
+        config.add_node_data_from_path(path=overlay)
+        model_explorer.visualize_from_config(config=config, host=host, port=port, extensions=["model_explorer_onnx"],
+                                             no_open_in_browser=not open_in_browser)

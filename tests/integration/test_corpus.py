@@ -139,23 +139,44 @@ def test_every_corpus_model_converts_for_every_target_with_exit_0_or_4_and_the_s
 
 
 @pytest.mark.parametrize("model", [m["name"] for m in corpus.entries()])
-def test_each_named_node_of_a_corpus_model_is_in_the_output_or_absorbed_by_a_group(built, tmp_path, model):
+def test_each_node_of_a_corpus_model_is_traced_to_the_output_and_drawn_where_model_explorer_has_it(built, tmp_path, model):
     """The report's groups account for the real models' nodes too: each named node of each form is
     in the output under its name, or the root or an absorbed node of a group of --report (a node a
     group made may take an input node's name and be absorbed again later: gemm-as-conv's
-    QuantizeLinear, fused after it)."""
+    QuantizeLinear, fused after it). The per-node table (issue 50): a row for each input node, in
+    order, whose `became` are output nodes; the output's nodes by the ids Model Explorer's ONNX
+    adapter gives them (its own code, in-process: unnamed and repeated names are renamed), and the
+    node data keyed by exactly those."""
+    from model_explorer_onnx.main import ONNXAdapter
     for form in corpus.entry(model)["forms"]:
         for fmt in ("qop", "qdq"):
             out, rep = str(tmp_path / f"{form}.{fmt}.onnx"), str(tmp_path / f"{form}.{fmt}.json")
-            r = run_qconv("convert", corpus.path(model, form), out, "--format", fmt, "--report", rep, "-q")
+            overlay = str(tmp_path / f"{form}.{fmt}.nodes.json")
+            r = run_qconv("convert", corpus.path(model, form), out, "--format", fmt, "--report", rep,
+                          "--node-data", overlay, "-q")
             assert r.returncode == 0, r.stderr[-600:]
             with open(rep, encoding="utf-8") as f:
-                groups = json.load(f)["items"][0]["rewritten"]
+                item = json.load(f)["items"][0]
+            groups = item["rewritten"]
             taken = {a for g in groups for a in g["absorbed"]} | {g["node"] for g in groups if not g["kept"]}
             kept = {n.name for n in onnx.load(out, load_external_data=False).graph.node}
-            lost = [n.name for n in onnx.load(corpus.path(model, form), load_external_data=False).graph.node
-                    if n.name and n.name not in kept and n.name not in taken]
+            source = onnx.load(corpus.path(model, form), load_external_data=False).graph.node
+            lost = [n.name for n in source if n.name and n.name not in kept and n.name not in taken]
             assert not lost, f"{model} {form} --format {fmt}: {lost[:5]}"
+
+            where = f"{model} {form} --format {fmt}"
+            assert [(row["name"], row["op"].split(":")[-1]) for row in item["nodes"]] == \
+                [(n.name or f"{n.op_type} #{i}", n.op_type) for i, n in enumerate(source)], where
+            graph = ONNXAdapter().convert(out, {})["graphs"][0]
+            drawn = [n.id for n in graph.nodes]
+            ids = [n["id"] for n in item["output_nodes"]]
+            assert graph.id == item["graph"] and [i for i in drawn if i in set(ids)] == ids, where
+            assert len(set(ids)) == len(ids) == len(onnx.load(out, load_external_data=False).graph.node), where
+            for row in item["nodes"]:
+                assert set(row["became"]) <= set(ids), f"{where}: {row['name']}"
+                assert row["outcome"] != "removed" or row["reason"], f"{where}: {row['name']}"
+            with open(overlay, encoding="utf-8") as f:
+                assert list(json.load(f)[graph.id]["results"]) == ids, where
 
 
 @pytest.mark.skipif(SANITIZED, reason="under ASan only the conversions run")

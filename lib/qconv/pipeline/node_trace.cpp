@@ -33,8 +33,53 @@ const std::vector<Outcome>& allOutcomes() {
 
 std::string graphId(const std::string& graph_name) { return graph_name.empty() ? "<main>" : graph_name; }
 
-std::string nodeId(const std::string& node_name, size_t position) {
-  return node_name.empty() ? fmt::format("<node_{}>", position) : node_name;
+namespace {
+
+using Used = std::set<std::string, std::less<>>;
+
+void nameNodes(const std::vector<const onnx::NodeProto*>& nodes, Used& used, std::map<std::string, size_t>& counter,
+               std::vector<std::string>* ids);
+
+/// One node: its id in `used` (its graph's), then its subgraphs' nodes, each graph with names of its own.
+std::string nameNode(const onnx::NodeProto& n, Used& used, std::map<std::string, size_t>& counter) {
+  std::string id = n.name();
+  if (id.empty() || used.count(id)) {
+    const std::string base = id.empty() ? "node" : id;
+    id = base;
+    while (used.count(id)) id = fmt::format("{}_{}", base, ++counter[base]);
+  }
+  used.insert(id);
+  auto sub = [&](const onnx::GraphProto& g) {
+    std::vector<const onnx::NodeProto*> inner;
+    for (const auto& m : g.node()) inner.push_back(&m);
+    Used own;
+    nameNodes(inner, own, counter, nullptr);
+  };
+  for (const auto& a : n.attribute()) {
+    if (a.type() == onnx::AttributeProto::GRAPH && a.has_g()) sub(a.g());
+    if (a.type() == onnx::AttributeProto::GRAPHS)
+      for (const auto& g : a.graphs()) sub(g);
+  }
+  return id;
+}
+
+void nameNodes(const std::vector<const onnx::NodeProto*>& nodes, Used& used, std::map<std::string, size_t>& counter,
+               std::vector<std::string>* ids) {
+  for (const onnx::NodeProto* n : nodes) {
+    std::string id = nameNode(*n, used, counter);
+    if (ids) ids->push_back(std::move(id));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> explorerNodeIds(const std::vector<const onnx::NodeProto*>& nodes) {
+  Used used;
+  std::map<std::string, size_t> counter;
+  std::vector<std::string> ids;
+  ids.reserve(nodes.size());
+  nameNodes(nodes, used, counter, &ids);
+  return ids;
 }
 
 namespace {
@@ -230,7 +275,10 @@ NodeTrace traceNodes(const ir::Graph& graph, size_t input_nodes, const std::vect
 void nameOutputNodes(NodeTrace& trace, const onnx::GraphProto& emitted) {
   QCONV_ASSERT(static_cast<size_t>(emitted.node_size()) == trace.output.size(), "{} nodes emitted, {} traced",
                emitted.node_size(), trace.output.size());
-  for (size_t i = 0; i < trace.output.size(); ++i) trace.output[i].id = nodeId(emitted.node(static_cast<int>(i)).name(), i);
+  std::vector<const onnx::NodeProto*> nodes;
+  for (const auto& n : emitted.node()) nodes.push_back(&n);
+  std::vector<std::string> ids = explorerNodeIds(nodes);
+  for (size_t i = 0; i < trace.output.size(); ++i) trace.output[i].id = std::move(ids[i]);
   for (NodeRow& row : trace.input) {
     row.became.clear();
     for (size_t at : row.became_at) row.became.push_back(trace.output[at].id);

@@ -24,6 +24,7 @@
 
 namespace onnx {
 class GraphProto;
+class NodeProto;
 }
 
 namespace qconv {
@@ -48,7 +49,7 @@ struct NodeRow {
 
 /// A node of the output.
 struct OutputNode {
-  std::string id;  // its name, or "<node_i>" (as Model Explorer's ONNX adapter calls an unnamed node)
+  std::string id;  // as Model Explorer's ONNX adapter calls it (explorerNodeIds): its name, mostly
   std::string op;
   Outcome outcome = Outcome::Left;
   std::string reason;
@@ -70,9 +71,12 @@ NodeTrace traceNodes(const ir::Graph& graph, size_t input_nodes, const std::vect
 /// The output nodes' ids as emitted (condition 3), and the rows' `became` by them.
 void nameOutputNodes(NodeTrace& trace, const onnx::GraphProto& emitted);
 
-/// The id Model Explorer's ONNX adapter gives the graph (its name, "<main>" when it has none)
-/// and node i of it (its name, "<node_i>" when it has none).
+/// The id Model Explorer's ONNX adapter gives the graph: its name, "<main>" when it has none.
 std::string graphId(const std::string& graph_name);
-std::string nodeId(const std::string& node_name, size_t position);
+/// The ids it gives the graph's nodes, in order. model-explorer-onnx (0.4.2) names them with
+/// onnx_ir's NameFixPass first: a name the first time the graph has it; an unnamed node
+/// "node", a name seen before "<name>", made unique with "_<k>" (one counter per base, shared
+/// with the nodes of subgraphs, which come right after their node and have names of their own).
+std::vector<std::string> explorerNodeIds(const std::vector<const onnx::NodeProto*>& nodes);
 
 }  // namespace qconv

@@ -278,7 +278,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
   // each node's outcome (node_trace.h), for a report: also when a pass refuses the model
-  const bool traced = !options.report.empty() || options.report_json || !options.node_data.empty();
+  const bool traced = !options.report.empty() || options.report_json || !options.node_data.empty() || options.node_data_json;
   const size_t input_nodes = model.graph.nodesMade();
   report.graph_id = graphId(model.shell.graph().name());
   auto trace = [&] {
@@ -399,6 +399,9 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
     report.exit_code = failed.code;
     report.error = printable(failed.what);
     report.error_node = failed.node;
+    // nothing was written: no output node, nor one an input node became (their outcomes stay)
+    report.trace.output.clear();
+    for (NodeRow& row : report.trace.input) row.became.clear();
     return failed.code;
   }
 }
@@ -471,10 +474,13 @@ int run(const ConvertOptions& given, std::ostream& out, DiagnosticSink& lines) {
   }
   report.exit_code = code;
   // a run refused before it started (a usage error, the write plan) writes nothing, no report either
-  if ((options.report.empty() && !options.report_json && options.node_data.empty()) || report.items.empty()) return code;
+  if ((options.report.empty() && !options.report_json && options.node_data.empty() && !options.node_data_json) ||
+      report.items.empty())
+    return code;
   report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   const std::string json = reportJson(report);
   if (options.report_json) *options.report_json = json;
+  if (options.node_data_json && !batch && code == 0) *options.node_data_json = nodeDataJson(report.items.front());
   try {
     if (!options.report.empty())
       io::writeTextFile(options.report, wantsHtml(options.report) ? reportHtml(report) : json, report_folder);

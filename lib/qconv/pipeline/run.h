@@ -59,6 +59,8 @@ struct ConvertOptions {
   std::string* output_bytes = nullptr;
   /// Receives the report's JSON (what --report writes), --report given or not.
   std::string* report_json = nullptr;
+  /// Receives the output's node data (what --node-data writes) when a lone conversion succeeds.
+  std::string* node_data_json = nullptr;
   /// The process exits once run() returns (the CLI): a lone conversion leaves the model's
   /// memory, tens of thousands of protobuf pieces for a large graph, to the exit instead of
   /// freeing it piece by piece (compilers do the same: clang's -disable-free). Files,

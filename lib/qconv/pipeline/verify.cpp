@@ -72,7 +72,11 @@ std::vector<NodeOverlay> nodeRows(const std::vector<InputNode>& nodes, const std
     std::string outcome = "ok", reason, kinds;
     analysis::Severity worst = analysis::Severity::Note;
     bool any = false, target = false;
-    if (auto it = of.find(n.label); it != of.end())
+    if (auto it = of.find(n.label); it != of.end()) {
+      // the runtime's reason first, then the worst
+      std::stable_sort(it->second.begin(), it->second.end(), [](const analysis::Finding* a, const analysis::Finding* b) {
+        return (a->kind == "target") != (b->kind == "target") ? a->kind == "target" : a->severity > b->severity;
+      });
       for (const analysis::Finding* f : it->second) {
         if (!any || f->severity > worst) worst = f->severity;
         any = true;
@@ -80,6 +84,7 @@ std::vector<NodeOverlay> nodeRows(const std::vector<InputNode>& nodes, const std
         reason += (reason.empty() ? "" : "; ") + f->message;
         if (kinds.find(f->kind) == std::string::npos) kinds += (kinds.empty() ? "" : ", ") + f->kind;
       }
+    }
     if (any) outcome = target ? "will-not-run" : analysis::severityName(worst);
     rows.push_back({{"name", n.label}, {"op", n.op}, {"outcome", outcome}, {"passes", kinds}, {"reason", reason},
                     {"became", nlohmann::ordered_json::array()}});
@@ -144,9 +149,12 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
     if (!command.target.empty() && !(target = findTarget(command.target)))
       throw Error(ExitCode::Usage, fmt::format("--target {}: no such target ('qconv targets' lists them)", command.target));
     graph_id = graphId(model.shell.graph().name());
+    std::vector<const onnx::NodeProto*> protos;
+    for (const ir::Node* n : model.graph.nodes()) protos.push_back(&n->proto());
+    const std::vector<std::string> ids = explorerNodeIds(protos);
     size_t at = 0;
     for (const ir::Node* n : model.graph.nodes())
-      nodes.push_back({n->label(), n->domain().empty() ? n->opType() : n->domain() + ":" + n->opType(), nodeId(n->name(), at++)});
+      nodes.push_back({n->label(), n->domain().empty() ? n->opType() : n->domain() + ":" + n->opType(), ids[at++]});
     held = analysis::contentsOf(model);  // what convert and inspect read, too
     findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric, target});
     // With a target: what its runtime cannot run in the model as it is (verifyModel), and what
