@@ -546,9 +546,11 @@ def show(result_or_path: Union[ConversionResult, PathLike], *, target: Optional[
     dependency of qconv: without ``ai-edge-model-explorer`` and ``model-explorer-onnx``, raises
     ``ModuleNotFoundError`` saying how to install them.
     """
-    try:
-        import model_explorer  # type: ignore[import-not-found]
-        import model_explorer_onnx  # type: ignore[import-not-found]  # noqa: F401  (the ONNX adapter it loads)
+    import importlib
+
+    try:  # by name: neither is a dependency, nor typed
+        model_explorer: Any = importlib.import_module("model_explorer")
+        importlib.import_module("model_explorer_onnx")  # the ONNX adapter it loads
     except ImportError as e:
         raise ModuleNotFoundError(f"qconv.show() draws the model in Model Explorer, which is not installed "
                                   f"({e.name} is missing): {_EXPLORER}") from None
