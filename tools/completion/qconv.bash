@@ -17,16 +17,16 @@ _qconv() {
     --ignore) COMPREPLY=($(compgen -W "scale-invalid zero-point-range per-axis asymmetric target representation bias-scale bias-overflow saturation annotation no-quantization" -- "$cur")); return ;;
     --out-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --passes|--opset|-j|--jobs) return ;;
-    --report) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --report|--node-data) COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac
   local flags
   case "$sub" in
     "") COMPREPLY=($(compgen -W "convert verify inspect targets passes help --help --version" -- "$cur")); return ;;
     help) COMPREPLY=($(compgen -W "convert verify inspect targets passes" -- "$cur")); return ;;
-    convert) flags="--format --target --out-dir -j --jobs --report --passes --dump --time-passes --raise-weight-scale
+    convert) flags="--format --target --out-dir -j --jobs --report --node-data --passes --dump --time-passes --raise-weight-scale
                     --approximate --contrib --weight-type --activation-type --no-saturation-check --opset --annotate
                     --inline-data --fsync --require-change -q --quiet -v --verbose --help" ;;
-    verify) flags="--json --symmetric --target --fail-on --werror --ignore -q --quiet --help" ;;
+    verify) flags="--json --symmetric --target --fail-on --werror --ignore --report --node-data -q --quiet --help" ;;
     inspect) flags="--json --format --target --help" ;;
     *) flags="--help" ;;
   esac
