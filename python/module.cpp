@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "qconv/io/model_io.h"
+#include "qconv/pipeline/report.h"
 #include "qconv/pipeline/run.h"
 #include "qconv/targets/target.h"
 #include "qconv_version.h"
@@ -128,9 +129,8 @@ std::tuple<int, nb::bytes, nb::list> released(Call call, bool interruptible) {
   return {code, bytesOf(out.str()), records.list()};
 }
 
-/// (exit code, stdout, the records, the report's JSON, the converted model's bytes or None, the
-/// output's node data or empty)
-using ConvertReturn = std::tuple<int, nb::bytes, nb::list, nb::bytes, std::optional<nb::bytes>, nb::bytes>;
+/// (exit code, stdout, the records, the report's JSON, the converted model's bytes or None)
+using ConvertReturn = std::tuple<int, nb::bytes, nb::list, nb::bytes, std::optional<nb::bytes>>;
 
 /// One `qconv convert`: `input` (a path, or the name of `input_bytes`) into `output` (a path,
 /// or, with `to_memory`, the bytes returned); a batch when `out_dir` is given.
@@ -172,10 +172,9 @@ ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_byt
     in_view = viewOf(*input_bytes);
     o.input_bytes = &in_view;
   }
-  std::string converted, report_json, node_data_json;
+  std::string converted, report_json;
   if (to_memory) o.output_bytes = &converted;
   o.report_json = &report_json;
-  o.node_data_json = &node_data_json;
   auto [code, out, records] = released(
       [&](std::ostream& os, qconv::DiagnosticSink& sink, const std::atomic<bool>* cancel) {
         o.cancel = cancel;
@@ -184,7 +183,7 @@ ConvertReturn convert(const nb::bytes& input, std::optional<nb::bytes> input_byt
       interruptible);
   std::optional<nb::bytes> result;
   if (to_memory && code == 0) result = filled(converted);
-  return {code, std::move(out), std::move(records), bytesOf(report_json), std::move(result), bytesOf(node_data_json)};
+  return {code, std::move(out), std::move(records), bytesOf(report_json), std::move(result)};
 }
 
 /// `qconv verify MODEL --json`: (exit code, the JSON object, the records).
@@ -230,6 +229,9 @@ std::tuple<int, nb::bytes, nb::list> inspect(const nb::bytes& model, std::option
       interruptible);
 }
 
+/// A lone conversion's node data (what --node-data writes) from its report's JSON text.
+nb::bytes nodeData(const nb::bytes& report_json) { return bytesOf(qconv::nodeDataFromReport(viewOf(report_json))); }
+
 /// The targets, as `qconv targets` lists them: (name, format, summary, runtime).
 std::vector<std::tuple<std::string, std::string, std::string, std::string>> targets() {
   std::vector<std::tuple<std::string, std::string, std::string, std::string>> all;
@@ -253,6 +255,7 @@ NB_MODULE(_qconv, m) {
   m.def("inspect", &inspect, nb::arg("model"), nb::arg("model_bytes").none(), nb::arg("target"), nb::arg("format"),
         nb::arg("interruptible"));
   m.def("targets", &targets);
+  m.def("node_data", &nodeData, nb::arg("report_json"));
   m.attr("version") = QCONV_VERSION;
   m.attr("commit") = QCONV_COMMIT;
   m.attr("built_with") = qconv::io::builtWith();

@@ -157,10 +157,18 @@ class ConversionResult:
     """The converted model, serialized (every tensor inline), when no output path was given."""
     dump: str = ""
     """With ``dump=True``: the IR after every pass (what ``--dump`` prints)."""
-    node_data: str = ""
-    """A lone conversion's: each node of the output's outcome as Model Explorer's node data (JSON
-    text, what ``--node-data`` writes); :func:`show` draws it on the graph."""
     _model: List[Any] = field(default_factory=list, repr=False, compare=False)
+    _report_json: bytes = field(default=b"", repr=False, compare=False)
+    _node_data: List[str] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def node_data(self) -> str:
+        """A lone conversion's: each node of the output's outcome as Model Explorer's node data
+        (JSON text, what ``--node-data`` writes, made from the report on first use); empty for a
+        batch. :func:`show` draws it on the graph."""
+        if not self._node_data:
+            self._node_data.append(_qconv.node_data(self._report_json).decode("utf-8", "replace"))
+        return self._node_data[0]
 
     @property
     def model(self) -> Optional["onnx.ModelProto"]:
@@ -450,7 +458,7 @@ def convert(
         in_path, in_bytes = _source(model, "model")
     to_memory = output is None and out_dir is None
     out_path = _MEMORY.encode() if to_memory else (_path(output, "output") if output is not None else b"")
-    code, stdout, records, report_json, converted, overlay = _qconv.convert(
+    code, stdout, records, report_json, converted = _qconv.convert(
         in_path, in_bytes, out_path, to_memory, inputs, out_dir_path, jobs, report_path, node_data_path, fmt,
         target or "",
         pass_names, dump, time_passes, raise_weight_scale, approximate, annotate, inline_data, fsync,
@@ -465,7 +473,7 @@ def convert(
         f"{i['output']}: {i['summary']}" for i in parsed.get("items", []) if i.get("summary"))
     written = None if to_memory else os.fsdecode(out_path if out_dir is None else out_dir_path)
     return ConversionResult(written, parsed, summary, messages, converted, stdout.decode("utf-8", "replace"),
-                            overlay.decode("utf-8", "replace"))
+                            _report_json=report_json)
 
 
 def verify(

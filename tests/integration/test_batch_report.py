@@ -26,7 +26,7 @@ NNCF = os.path.join(ROOT, "test_data", "nncf", "two_conv_fq.onnx")
 
 REPORT_KEYS = ["qconv_report", "command", "format", "target", "exit_code", "ms", "items"]
 ITEM_KEYS = ["input", "output", "data_file", "exit_code", "error", "error_node", "summary", "dialects", "quantized_tensors", "rewritten", "refusals", "approximations",
-             "warnings", "notes", "counts", "stages"]
+             "warnings", "notes", "nodes", "graph", "output_nodes", "counts", "stages"]
 
 
 def read_report(path) -> dict:

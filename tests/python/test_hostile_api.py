@@ -81,7 +81,7 @@ def test_the_engine_refuses_a_nul_in_a_path_itself(tmp_path):
 
     victim = tmp_path / "in.onnx"
     victim.write_bytes(b"the user's model")
-    code, _, records, _, _, _ = _qconv.convert(os.fsencode(EXAMPLE), None, os.fsencode(str(victim)) + b"\0.x", False, [],
+    code, _, records, _, _ = _qconv.convert(os.fsencode(EXAMPLE), None, os.fsencode(str(victim)) + b"\0.x", False, [],
                                            b"", 1, b"", b"", "qop", "", [], False, False, False, False, False, False,
                                            False, 0, 0, True, False, 0, False, 1, False)
     assert code == 2 and [(level, kind) for level, kind, *_ in records] == [("error", "error")]

@@ -41,16 +41,23 @@ struct RunReport {
   std::vector<ItemReport> items;
 };
 
-/// The report as JSON text (nlohmann::json, keys in a fixed order, 2-space indent, a newline).
-std::string reportJson(const RunReport& report);
-/// The same object, before it is text.
-nlohmann::ordered_json reportObject(const RunReport& report);
+/// The report as JSON text (keys in a fixed order, 2-space indent and a newline, or with
+/// `indent` 0 compact; json_writer.h).
+std::string reportJson(const RunReport& report, int indent = 2);
+/// The same object compact and without its times (which differ run to run): the page's data.
+std::string reportData(const RunReport& report);
+
+/// One item of it, as a JSON object (inspect shows its dry run so).
+nlohmann::ordered_json itemJson(const ItemReport& item);
+
+/// JSON text as qconv writes it: 2-space indent, a newline, bytes that are not UTF-8 as U+FFFD.
+std::string jsonText(const nlohmann::ordered_json& j);
 
 /// --report FILE.html: the report as one self-contained page (report_page.cpp).
 std::string reportHtml(const RunReport& report);
-/// A page of any command's report object: "command", "items" (each with "nodes": name, op,
-/// outcome, passes, reason, became), and for verify each item's "findings".
-std::string reportPage(nlohmann::ordered_json data);
+/// A page of any command's report object, given as compact JSON text: "command", "items" (each
+/// with "nodes": name, op, outcome, passes, reason, became), and for verify each item's "findings".
+std::string reportPage(std::string_view data);
 /// Whether a --report path asks for the page (.html, .htm) rather than JSON.
 bool wantsHtml(const std::string& path);
 
@@ -65,6 +72,9 @@ struct NodeOverlay {
 std::string nodeDataJson(const std::string& graph_id, const std::vector<NodeOverlay>& nodes);
 /// The node data of a conversion's output (its trace's output nodes).
 std::string nodeDataJson(const ItemReport& item);
+/// The same from the report's JSON text (reportJson's, of one conversion): the Python API's
+/// result.node_data, made when it is asked for. Empty for a batch's or a failed run's report.
+std::string nodeDataFromReport(std::string_view report_json);
 
 /// One item of it, as a JSON object (inspect shows its dry run so).
 nlohmann::ordered_json itemJson(const ItemReport& item);

@@ -5,24 +5,24 @@
 // The page is report_page.html (compiled in: lib/CMakeLists.txt) with the object inlined as
 // JSON; its script draws the table a page of rows at a time. What the object holds that differs
 // from run to run (times) is left out: the same input and flags give the same bytes.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
+#include "qconv/pipeline/json_writer.h"
 #include "qconv/pipeline/report.h"
 
 namespace qconv {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
-
 constexpr std::string_view kPage =
 #include "qconv/report_page.inc"
     ;
 constexpr std::string_view kDataMark = "/*QCONV_DATA*/";
+constexpr std::string_view kOutcomesMark = "/*QCONV_OUTCOMES*/";
 
 /// How each outcome looks, on the page and in Model Explorer: convert's (node_trace.h), then
 /// verify's (a node's worst finding).
@@ -50,17 +50,15 @@ std::string_view colorOf(std::string_view outcome) {
   return "#afb8c1";
 }
 
-/// The text of a page: JSON inside a script element, with every '<' escaped (a name holding
-/// "</script>" cannot end it), and the bytes that are not UTF-8 replaced.
-std::string inlineJson(const Json& data) {
-  const std::string text = data.dump(-1, ' ', false, Json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size() + text.size() / 64);
-  for (char c : text) {
-    if (c == '<') out += "\\u003c";
-    else out += c;
+/// JSON text inside a script element: every '<' escaped, so that a name holding "</script>"
+/// cannot end it.
+void appendScriptJson(std::string& page, std::string_view json) {
+  size_t from = 0;
+  for (size_t at = json.find('<'); at != std::string_view::npos; at = json.find('<', from)) {
+    page.append(json.substr(from, at - from)).append("\\u003c");
+    from = at + 1;
   }
-  return out;
+  page.append(json.substr(from));
 }
 
 }  // namespace
@@ -73,41 +71,71 @@ bool wantsHtml(const std::string& path) {
   return ext == "html" || ext == "htm";
 }
 
-std::string reportPage(Json data) {
-  Json styles = Json::array();
-  for (const Style& s : kStyles) styles.push_back({{"name", s.name}, {"label", s.label}, {"color", s.color}});
-  data["outcomes"] = std::move(styles);
-  const size_t mark = kPage.find(kDataMark);
+std::string reportPage(std::string_view data) {
+  JsonWriter styles(0);
+  styles.beginArray();
+  for (const Style& s : kStyles) {
+    styles.beginObject();
+    styles.key("name");
+    styles.value(s.name);
+    styles.key("label");
+    styles.value(s.label);
+    styles.key("color");
+    styles.value(s.color);
+    styles.endObject();
+  }
+  styles.endArray();
+  const std::string outcomes = styles.take();
+  const size_t data_at = kPage.find(kDataMark), outcomes_at = kPage.find(kOutcomesMark);
   std::string page;
-  const std::string json = inlineJson(data);
-  page.reserve(kPage.size() + json.size());
-  page.append(kPage.substr(0, mark)).append(json).append(kPage.substr(mark + kDataMark.size()));
+  page.reserve(kPage.size() + data.size() + outcomes.size() + data.size() / 64);
+  page.append(kPage.substr(0, data_at));
+  appendScriptJson(page, data);
+  page.append(kPage.substr(data_at + kDataMark.size(), outcomes_at - data_at - kDataMark.size()));
+  page.append(outcomes);
+  page.append(kPage.substr(outcomes_at + kOutcomesMark.size()));
   return page;
 }
 
-std::string reportHtml(const RunReport& report) {
-  Json data = reportObject(report);
-  data.erase("ms");  // times differ from run to run; the page does not
-  for (Json& item : data["items"]) item.erase("stages");
-  return reportPage(std::move(data));
-}
+std::string reportHtml(const RunReport& report) { return reportPage(reportData(report)); }
 
 std::string nodeDataJson(const std::string& graph_id, const std::vector<NodeOverlay>& nodes) {
-  Json results = Json::object();
+  JsonWriter w(2);
+  w.beginObject();
+  w.key(graph_id);
+  w.beginObject();
+  w.key("name");
+  w.value("qconv");
+  w.key("results");
+  w.beginObject();
+  std::string value;
   for (const NodeOverlay& n : nodes) {
-    const std::string value = n.reason.empty() ? n.outcome : n.outcome + ": " + n.reason;
-    results[n.id] = {{"value", value}, {"bgColor", colorOf(n.outcome)}, {"textColor", "#000000"}};
+    value.assign(n.outcome);
+    if (!n.reason.empty()) value.append(": ").append(n.reason);
+    w.key(n.id);
+    w.beginObject();
+    w.key("value");
+    w.value(value);
+    w.key("bgColor");
+    w.value(colorOf(n.outcome));
+    w.key("textColor");
+    w.value("#000000");
+    w.endObject();
   }
-  Json graph;
-  graph["name"] = "qconv";
-  graph["results"] = std::move(results);
-  graph["thresholds"] = Json::array();
-  graph["gradient"] = Json::array();
-  graph["showExpandedSummaryOnGroupNode"] = true;  // a layer's box counts its nodes' outcomes
-  graph["showLabelCountColumnsInChildrenStatsTable"] = true;
-  Json j;
-  j[graph_id] = std::move(graph);
-  return jsonText(j);
+  w.endObject();
+  w.key("thresholds");
+  w.beginArray();
+  w.endArray();
+  w.key("gradient");
+  w.beginArray();
+  w.endArray();
+  w.key("showExpandedSummaryOnGroupNode");
+  w.value(true);  // a layer's box counts its nodes' outcomes
+  w.key("showLabelCountColumnsInChildrenStatsTable");
+  w.value(true);
+  w.endObject();
+  w.endObject();
+  return w.take();
 }
 
 std::string nodeDataJson(const ItemReport& item) {
@@ -115,6 +143,17 @@ std::string nodeDataJson(const ItemReport& item) {
   nodes.reserve(item.trace.output.size());
   for (const OutputNode& n : item.trace.output) nodes.push_back({n.id, std::string(outcomeName(n.outcome)), n.reason});
   return nodeDataJson(item.graph_id, nodes);
+}
+
+std::string nodeDataFromReport(std::string_view report_json) {
+  const auto j = nlohmann::json::parse(report_json.begin(), report_json.end(), nullptr, false);
+  if (j.is_discarded() || !j.contains("items") || j["items"].size() != 1) return {};
+  const auto& item = j["items"][0];
+  if (!item.contains("graph") || !item["graph"].is_string() || item["output_nodes"].empty()) return {};
+  std::vector<NodeOverlay> nodes;
+  for (const auto& n : item["output_nodes"])
+    nodes.push_back({n["id"].get<std::string>(), n["outcome"].get<std::string>(), n["reason"].get<std::string>()});
+  return nodeDataJson(item["graph"].get<std::string>(), nodes);
 }
 
 }  // namespace qconv

@@ -278,7 +278,7 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
   // each node's outcome (node_trace.h), for a report: also when a pass refuses the model
-  const bool traced = !options.report.empty() || options.report_json || !options.node_data.empty() || options.node_data_json;
+  const bool traced = !options.report.empty() || options.report_json || !options.node_data.empty();
   const size_t input_nodes = model.graph.nodesMade();
   report.graph_id = graphId(model.shell.graph().name());
   auto trace = [&] {
@@ -474,16 +474,15 @@ int run(const ConvertOptions& given, std::ostream& out, DiagnosticSink& lines) {
   }
   report.exit_code = code;
   // a run refused before it started (a usage error, the write plan) writes nothing, no report either
-  if ((options.report.empty() && !options.report_json && options.node_data.empty() && !options.node_data_json) ||
-      report.items.empty())
-    return code;
+  if ((options.report.empty() && !options.report_json && options.node_data.empty()) || report.items.empty()) return code;
   report.milliseconds = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  const std::string json = reportJson(report);
-  if (options.report_json) *options.report_json = json;
-  if (options.node_data_json && !batch && code == 0) *options.node_data_json = nodeDataJson(report.items.front());
+  // the JSON text only where it is wanted: the file's indented, the API's compact (it is parsed)
+  const bool html = !options.report.empty() && wantsHtml(options.report);
+  const std::string json = !options.report.empty() && !html ? reportJson(report) : "";
+  if (options.report_json) *options.report_json = reportJson(report, 0);
   try {
     if (!options.report.empty())
-      io::writeTextFile(options.report, wantsHtml(options.report) ? reportHtml(report) : json, report_folder);
+      io::writeTextFile(options.report, html ? reportHtml(report) : json, report_folder);
     // the output's overlay: only where there is an output
     if (!options.node_data.empty() && code == 0 && !options.output_bytes)
       io::writeTextFile(options.node_data, nodeDataJson(report.items.front()), node_data_folder);

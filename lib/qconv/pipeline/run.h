@@ -57,10 +57,8 @@ struct ConvertOptions {
   /// every tensor inline (io::serializeModel), instead of the file `output` being written.
   const std::string_view* input_bytes = nullptr;
   std::string* output_bytes = nullptr;
-  /// Receives the report's JSON (what --report writes), --report given or not.
+  /// Receives the report's JSON (what --report writes, compact), --report given or not.
   std::string* report_json = nullptr;
-  /// Receives the output's node data (what --node-data writes) when a lone conversion succeeds.
-  std::string* node_data_json = nullptr;
   /// The process exits once run() returns (the CLI): a lone conversion leaves the model's
   /// memory, tens of thousands of protobuf pieces for a large graph, to the exit instead of
   /// freeing it piece by piece (compilers do the same: clang's -disable-free). Files,

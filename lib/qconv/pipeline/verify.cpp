@@ -260,7 +260,7 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
           page["target"] = j["target"];
           page["exit_code"] = code;
           page["items"] = nlohmann::ordered_json::array({item});
-          text = reportPage(std::move(page));
+          text = reportPage(page.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
         }
         io::writeTextFile(command.report, text, plan.report_folder);
       }
