@@ -29,6 +29,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+import devtools
 from conftest import EXAMPLE, ROOT, run_qconv
 
 DOCS_IMAGES = os.path.join(ROOT, "docs", "images")
@@ -86,7 +87,9 @@ class Dom(html.parser.HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        node = {"tag": tag, "attrs": a, "text": "", "cells": []}
+        node = {"tag": tag, "attrs": a, "text": "", "cells": [], "children": []}
+        if self._stack:
+            self._stack[-1]["children"].append(node)
         if tag == "tr" and any(p["tag"] == "tbody" for p in self._stack):
             self.rows.append(node)
         if tag == "button" and "data-outcome" in a:
@@ -387,6 +390,38 @@ def test_model_explorer_shows_on_each_node_of_the_output_the_outcome_the_json_re
     assert results["globalaveragepool_19"]["value"].startswith("refused: stays in QDQ form")
 
 
+def test_model_explorers_page_draws_the_overlay(tmp_path):
+    """The page itself, in headless Chromium driven in real time (Model Explorer lays the graph
+    out in a worker, then loads the node data): it lists qconv's node data and counts each
+    outcome on the nodes; the screenshot is docs/cli.md's."""
+    run, report, _, overlay = convert_with_views(EXAMPLE, tmp_path / "run", "--format", "qop")
+    assert run.returncode == 0
+    model = str(tmp_path / "run" / "out.onnx")
+    me = Explorer(model, overlay, tmp_path / "explorer.log")
+    browser = None
+    try:
+        view = {"models": [{"url": model}], "nodeData": [os.path.abspath(overlay)], "nodeDataTargets": [""],
+                "uiState": {"paneStates": [{"deepestExpandedGroupNodeIds": ["small_cnn"], "selectedNodeId": "",
+                                            "selectedGraphId": "small_cnn", "selectedCollectionLabel": "",
+                                            "widthFraction": 1, "flattenLayers": True}]}}
+        browser = devtools.Browser(chromium(), str(tmp_path / "profile"))
+        browser.call("Page.enable")
+        browser.call("Page.navigate", url=me.url("/?data=" + urllib.parse.quote(json.dumps(view))))
+        loaded = "document.body.innerText.includes('NODE DATA PROVIDERS') && document.body.innerText.includes('#fused')"
+        assert browser.wait_for(loaded, 90), browser.evaluate("document.body.innerText")[:2000]
+        text = browser.evaluate("document.body.innerText")
+        png = str(tmp_path / "model-explorer.png")
+        time.sleep(1)  # the last frame of the layout
+        browser.screenshot(png)
+    finally:
+        if browser:
+            browser.close()
+        me.close()
+    assert "qconv" in text and "#moved" in text and "#left" in text
+    assert os.path.getsize(png) > 20000
+    keep_for_docs(png, "model-explorer.png")
+
+
 def test_model_explorer_draws_verifys_findings_on_the_input_unnamed_and_repeated_names_too(tmp_path):
     """Model Explorer's ONNX adapter names an unnamed node "node" ("node_1", ... after it) and a
     repeated name "<name>_1": verify's node data keys them so."""
@@ -419,3 +454,42 @@ def test_model_explorer_draws_verifys_findings_on_the_input_unnamed_and_repeated
     for row, id_ in zip(rows, in_order):
         assert results[id_]["value"] == (f"{row['outcome']}: {row['reason']}" if row["reason"] else row["outcome"]), id_
     assert any(r["value"].startswith("will-not-run: ") for r in results.values())
+
+
+def test_a_batchs_page_has_each_model_and_a_link_to_each(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.onnx", "b.onnx"):
+        shutil.copyfile(EXAMPLE, name)
+    os.mkdir("out")
+    r = run_qconv("convert", "--out-dir", "out", "a.onnx", "b.onnx", "--format", "qop", "--report", "batch.html")
+    assert r.returncode == 0, r.stderr
+    data = embedded("batch.html")
+    assert [i["input"] for i in data["items"]] == ["a.onnx", "b.onnx"]
+    dom = rendered("batch.html", tmp_path / "profile")
+    assert [o["text"].strip() for o in dom.by_id["item"]["children"]] == ["a.onnx (exit 0)", "b.onnx (exit 0)"]
+    assert dom.text("title") == "qconv convert: 2 models"
+    second = rendered("batch.html", tmp_path / "profile", "item=1&outcome=fused")
+    want = [n["name"] for n in data["items"][1]["nodes"] if n["outcome"] == "fused"]
+    assert want and [row["cells"][0] for row in second.rows] == want
+    assert second.by_id["item"]["attrs"].get("data-value") == "1"
+
+
+def test_a_hostile_name_is_text_on_the_page_never_markup(tmp_path):
+    """A node named to end the page's script, and one whose name is not UTF-8: shown as text."""
+    m = onnx.load(EXAMPLE)
+    hostile = "</script><script>document.title='owned'</script><b>x"
+    m.graph.node[3].name = hostile
+    m.graph.node[4].name = "BADNAME1"  # made "bad" and five bytes that are not UTF-8, the same length
+    src = str(tmp_path / "hostile.onnx")
+    with open(src, "wb") as f:
+        f.write(m.SerializeToString().replace(b"BADNAME1", b"bad\xff\xfe\xff\xfe\xff"))
+    page = str(tmp_path / "hostile.html")
+    r = run_qconv("convert", src, str(tmp_path / "o.onnx"), "--format", "qop", "--report", page)
+    assert r.returncode == 0, r.stderr
+    text = open(page, encoding="utf-8").read()
+    held = text.split('id="qconv-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in held and json.loads(held)["items"][0]["nodes"][3]["name"] == hostile  # every '<' escaped
+    dom = rendered(page, tmp_path / "profile")
+    names = [row["cells"][0] for row in dom.rows]
+    assert hostile in names and "bad" + "\ufffd" * 5 in names
+    assert dom.text("title").startswith("qconv convert")  # no script of the model's ran
