@@ -37,6 +37,21 @@ class JsonWriter {
   void stringOrNull(std::string_view s);
   void strings(const std::vector<std::string>& list);
 
+  /// A key and its value.
+  template <typename T>
+  void field(std::string_view k, const T& v) {
+    key(k);
+    value(v);
+  }
+  void fieldOrNull(std::string_view k, std::string_view s) {
+    key(k);
+    stringOrNull(s);
+  }
+  void fieldStrings(std::string_view k, const std::vector<std::string>& list) {
+    key(k);
+    strings(list);
+  }
+
   /// The text, with a newline after it when indented (as jsonText writes a file).
   std::string take();
 

@@ -13,14 +13,10 @@ void said(JsonWriter& w, const std::vector<Said>& all, std::initializer_list<Rep
   for (const Said& s : all) {
     if (std::find(kinds.begin(), kinds.end(), s.kind) == kinds.end()) continue;
     w.beginObject();
-    w.key("pass");
-    w.value(s.pass);
-    w.key("node");
-    w.value(s.subject);
-    w.key("kind");
-    w.value(reportKindName(s.kind));
-    w.key("reason");
-    w.value(s.text);
+    w.field("pass", s.pass);
+    w.field("node", s.subject);
+    w.field("kind", reportKindName(s.kind));
+    w.field("reason", s.text);
     w.endObject();
   }
   w.endArray();
@@ -31,18 +27,12 @@ void nodes(JsonWriter& w, const NodeTrace& trace) {
   w.beginArray();
   for (const NodeRow& n : trace.input) {
     w.beginObject();
-    w.key("name");
-    w.value(n.name);
-    w.key("op");
-    w.value(n.op);
-    w.key("outcome");
-    w.value(outcomeName(n.outcome));
-    w.key("passes");
-    w.value(n.passes);
-    w.key("reason");
-    w.value(n.reason);
-    w.key("became");
-    w.strings(n.became);
+    w.field("name", n.name);
+    w.field("op", n.op);
+    w.field("outcome", outcomeName(n.outcome));
+    w.field("passes", n.passes);
+    w.field("reason", n.reason);
+    w.fieldStrings("became", n.became);
     w.endObject();
   }
   w.endArray();
@@ -53,16 +43,11 @@ void outputNodes(JsonWriter& w, const NodeTrace& trace) {
   w.beginArray();
   for (const OutputNode& n : trace.output) {
     w.beginObject();
-    w.key("id");
-    w.value(n.id);
-    w.key("op");
-    w.value(n.op);
-    w.key("outcome");
-    w.value(outcomeName(n.outcome));
-    w.key("reason");
-    w.value(n.reason);
-    w.key("from");
-    w.strings(n.from);
+    w.field("id", n.id);
+    w.field("op", n.op);
+    w.field("outcome", outcomeName(n.outcome));
+    w.field("reason", n.reason);
+    w.fieldStrings("from", n.from);
     w.endObject();
   }
   w.endArray();
@@ -71,40 +56,25 @@ void outputNodes(JsonWriter& w, const NodeTrace& trace) {
 /// One item; `times`: its stage times too (the page leaves them out: they differ run to run).
 void writeItem(JsonWriter& w, const ItemReport& r, bool times) {
   w.beginObject();
-  w.key("input");
-  w.value(r.input);
-  w.key("output");
-  w.value(r.output);
-  w.key("data_file");
-  w.stringOrNull(r.data_file);
-  w.key("exit_code");
-  w.value(r.exit_code);
-  w.key("error");
-  w.stringOrNull(r.error);
-  w.key("error_node");
-  w.stringOrNull(r.error_node);
-  w.key("summary");
-  w.stringOrNull(r.summary);
-  w.key("dialects");
-  w.strings(r.dialects);
-  w.key("quantized_tensors");
-  w.value(r.quantized_tensors);
+  w.field("input", r.input);
+  w.field("output", r.output);
+  w.fieldOrNull("data_file", r.data_file);
+  w.field("exit_code", r.exit_code);
+  w.fieldOrNull("error", r.error);
+  w.fieldOrNull("error_node", r.error_node);
+  w.fieldOrNull("summary", r.summary);
+  w.fieldStrings("dialects", r.dialects);
+  w.field("quantized_tensors", r.quantized_tensors);
   w.key("rewritten");
   w.beginArray();
   for (const Rewritten& g : r.rewritten) {
     w.beginObject();
-    w.key("pass");
-    w.value(g.pass);
-    w.key("node");
-    w.value(g.node);
-    w.key("op");
-    w.value(g.op);
-    w.key("kept");
-    w.value(g.kept);
-    w.key("became");
-    w.strings(g.became);
-    w.key("absorbed");
-    w.strings(g.absorbed);
+    w.field("pass", g.pass);
+    w.field("node", g.node);
+    w.field("op", g.op);
+    w.field("kept", g.kept);
+    w.fieldStrings("became", g.became);
+    w.fieldStrings("absorbed", g.absorbed);
     w.endObject();
   }
   w.endArray();
@@ -115,12 +85,9 @@ void writeItem(JsonWriter& w, const ItemReport& r, bool times) {
   for (const Said& s : r.said) {
     if (s.kind != Report::Approximation) continue;
     w.beginObject();
-    w.key("pass");
-    w.value(s.pass);
-    w.key("node");
-    w.value(s.subject);
-    w.key("what");
-    w.value(s.text);
+    w.field("pass", s.pass);
+    w.field("node", s.subject);
+    w.field("what", s.text);
     w.endObject();
   }
   w.endArray();
@@ -129,14 +96,12 @@ void writeItem(JsonWriter& w, const ItemReport& r, bool times) {
   w.key("notes");
   said(w, r.said, {Report::Done});
   nodes(w, r.trace);
-  w.key("graph");
-  w.stringOrNull(r.graph_id);
+  w.fieldOrNull("graph", r.graph_id);
   outputNodes(w, r.trace);
   w.key("counts");
   w.beginObject();
   for (const auto& [what, n] : r.counts) {
-    w.key(what);
-    w.value(n);
+    w.field(what, n);
   }
   w.endObject();
   if (times) {
@@ -144,10 +109,8 @@ void writeItem(JsonWriter& w, const ItemReport& r, bool times) {
     w.beginArray();
     for (const StageTiming& t : r.stages) {
       w.beginObject();
-      w.key("name");
-      w.value(t.name);
-      w.key("ms");
-      w.value(t.milliseconds);
+      w.field("name", t.name);
+      w.field("ms", t.milliseconds);
       w.endObject();
     }
     w.endArray();
@@ -157,19 +120,13 @@ void writeItem(JsonWriter& w, const ItemReport& r, bool times) {
 
 void writeReport(JsonWriter& w, const RunReport& report, bool times) {
   w.beginObject();
-  w.key("qconv_report");
-  w.value(1);  // the schema's version: a key changes meaning only with it
-  w.key("command");
-  w.value("convert");
-  w.key("format");
-  w.value(report.format);
-  w.key("target");
-  w.stringOrNull(report.target);
-  w.key("exit_code");
-  w.value(report.exit_code);
+  w.field("qconv_report", 1);  // the schema's version: a key changes meaning only with it
+  w.field("command", "convert");
+  w.field("format", report.format);
+  w.fieldOrNull("target", report.target);
+  w.field("exit_code", report.exit_code);
   if (times) {
-    w.key("ms");
-    w.value(report.milliseconds);
+    w.field("ms", report.milliseconds);
   }
   w.key("items");
   w.beginArray();

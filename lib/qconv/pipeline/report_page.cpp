@@ -76,12 +76,9 @@ std::string reportPage(std::string_view data) {
   styles.beginArray();
   for (const Style& s : kStyles) {
     styles.beginObject();
-    styles.key("name");
-    styles.value(s.name);
-    styles.key("label");
-    styles.value(s.label);
-    styles.key("color");
-    styles.value(s.color);
+    styles.field("name", s.name);
+    styles.field("label", s.label);
+    styles.field("color", s.color);
     styles.endObject();
   }
   styles.endArray();
@@ -104,8 +101,7 @@ std::string nodeDataJson(const std::string& graph_id, const std::vector<NodeOver
   w.beginObject();
   w.key(graph_id);
   w.beginObject();
-  w.key("name");
-  w.value("qconv");
+  w.field("name", "qconv");
   w.key("results");
   w.beginObject();
   std::string value;
@@ -114,12 +110,9 @@ std::string nodeDataJson(const std::string& graph_id, const std::vector<NodeOver
     if (!n.reason.empty()) value.append(": ").append(n.reason);
     w.key(n.id);
     w.beginObject();
-    w.key("value");
-    w.value(value);
-    w.key("bgColor");
-    w.value(colorOf(n.outcome));
-    w.key("textColor");
-    w.value("#000000");
+    w.field("value", value);
+    w.field("bgColor", colorOf(n.outcome));
+    w.field("textColor", "#000000");
     w.endObject();
   }
   w.endObject();
@@ -129,10 +122,8 @@ std::string nodeDataJson(const std::string& graph_id, const std::vector<NodeOver
   w.key("gradient");
   w.beginArray();
   w.endArray();
-  w.key("showExpandedSummaryOnGroupNode");
-  w.value(true);  // a layer's box counts its nodes' outcomes
-  w.key("showLabelCountColumnsInChildrenStatsTable");
-  w.value(true);
+  w.field("showExpandedSummaryOnGroupNode", true);  // a layer's box counts its nodes' outcomes
+  w.field("showLabelCountColumnsInChildrenStatsTable", true);
   w.endObject();
   w.endObject();
   return w.take();
