@@ -493,3 +493,22 @@ def test_a_hostile_name_is_text_on_the_page_never_markup(tmp_path):
     names = [row["cells"][0] for row in dom.rows]
     assert hostile in names and "bad" + "\ufffd" * 5 in names
     assert dom.text("title").startswith("qconv convert")  # no script of the model's ran
+
+
+def test_the_views_never_replace_an_input_an_output_or_each_other(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copyfile(EXAMPLE, "in.onnx")
+    before = open("in.onnx", "rb").read()
+    cases = {
+        ("convert", "in.onnx", "out.onnx", "--format", "qop", "--node-data", "in.onnx"): "--node-data in.onnx: names an input",
+        ("convert", "in.onnx", "out.onnx", "--format", "qop", "--node-data", "out.onnx"): "--node-data out.onnx: names an input or an output",
+        ("convert", "in.onnx", "out.onnx", "--format", "qop", "--report", "v.json", "--node-data", "v.json"): "--node-data v.json: names",
+        ("verify", "in.onnx", "--report", "in.onnx"): "--report in.onnx: names an input",
+        ("verify", "in.onnx", "--node-data", "./in.onnx"): "--node-data ./in.onnx: names an input",
+        ("convert", "--out-dir", ".", "in.onnx", "--format", "qop", "--node-data", "n.json"): "--node-data draws one model",
+    }
+    for args, said in cases.items():
+        r = run_qconv(*args)
+        assert r.returncode == 2 and said in r.stderr, (args, r.stderr)
+        assert open("in.onnx", "rb").read() == before
+        assert sorted(os.listdir(".")) == ["in.onnx"], (args, os.listdir("."))
