@@ -31,57 +31,6 @@ const std::vector<Outcome>& allOutcomes() {
   return all;
 }
 
-std::string graphId(const std::string& graph_name) { return graph_name.empty() ? "<main>" : graph_name; }
-
-namespace {
-
-using Used = std::set<std::string, std::less<>>;
-
-void nameNodes(const std::vector<const onnx::NodeProto*>& nodes, Used& used, std::map<std::string, size_t>& counter,
-               std::vector<std::string>* ids);
-
-/// One node: its id in `used` (its graph's), then its subgraphs' nodes, each graph with names of its own.
-std::string nameNode(const onnx::NodeProto& n, Used& used, std::map<std::string, size_t>& counter) {
-  std::string id = n.name();
-  if (id.empty() || used.count(id)) {
-    const std::string base = id.empty() ? "node" : id;
-    id = base;
-    while (used.count(id)) id = fmt::format("{}_{}", base, ++counter[base]);
-  }
-  used.insert(id);
-  auto sub = [&](const onnx::GraphProto& g) {
-    std::vector<const onnx::NodeProto*> inner;
-    for (const auto& m : g.node()) inner.push_back(&m);
-    Used own;
-    nameNodes(inner, own, counter, nullptr);
-  };
-  for (const auto& a : n.attribute()) {
-    if (a.type() == onnx::AttributeProto::GRAPH && a.has_g()) sub(a.g());
-    if (a.type() == onnx::AttributeProto::GRAPHS)
-      for (const auto& g : a.graphs()) sub(g);
-  }
-  return id;
-}
-
-void nameNodes(const std::vector<const onnx::NodeProto*>& nodes, Used& used, std::map<std::string, size_t>& counter,
-               std::vector<std::string>* ids) {
-  for (const onnx::NodeProto* n : nodes) {
-    std::string id = nameNode(*n, used, counter);
-    if (ids) ids->push_back(std::move(id));
-  }
-}
-
-}  // namespace
-
-std::vector<std::string> explorerNodeIds(const std::vector<const onnx::NodeProto*>& nodes) {
-  Used used;
-  std::map<std::string, size_t> counter;
-  std::vector<std::string> ids;
-  ids.reserve(nodes.size());
-  nameNodes(nodes, used, counter, &ids);
-  return ids;
-}
-
 namespace {
 
 /// What a group's pass did to the nodes it took: a fusion, a move, or another rewrite.
@@ -117,6 +66,7 @@ class Tracer {
   /// The output positions a node went into, the passes on the way, and the strongest outcome.
   struct Path {
     std::set<size_t> at;
+    std::set<size_t> seen;  // the nodes walked: each once (condition 2 ends the walk; this bounds it)
     std::vector<std::string_view> passes;
     Outcome outcome = Outcome::Left;
     bool taken = false;  // went into a group (else: live, or removed outside any group)
@@ -145,6 +95,7 @@ class Tracer {
 
  private:
   void walk(size_t ordinal, Path& p) const {
+    if (!p.seen.insert(ordinal).second) return;
     if (auto at = position_.find(ordinal); at != position_.end()) {
       p.at.insert(at->second);
       return;

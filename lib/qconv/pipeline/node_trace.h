@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "qconv/passes/pass.h"
+#include "qconv/pipeline/explorer_ids.h"
 
 namespace onnx {
 class GraphProto;
@@ -70,13 +71,5 @@ NodeTrace traceNodes(const ir::Graph& graph, size_t input_nodes, const std::vect
 
 /// The output nodes' ids as emitted (condition 3), and the rows' `became` by them.
 void nameOutputNodes(NodeTrace& trace, const onnx::GraphProto& emitted);
-
-/// The id Model Explorer's ONNX adapter gives the graph: its name, "<main>" when it has none.
-std::string graphId(const std::string& graph_name);
-/// The ids it gives the graph's nodes, in order. model-explorer-onnx (0.4.2) names them with
-/// onnx_ir's NameFixPass first: a name the first time the graph has it; an unnamed node
-/// "node", a name seen before "<name>", made unique with "_<k>" (one counter per base, shared
-/// with the nodes of subgraphs, which come right after their node and have names of their own).
-std::vector<std::string> explorerNodeIds(const std::vector<const onnx::NodeProto*>& nodes);
 
 }  // namespace qconv
