@@ -512,3 +512,10 @@ def test_the_views_never_replace_an_input_an_output_or_each_other(tmp_path, monk
         assert r.returncode == 2 and said in r.stderr, (args, r.stderr)
         assert open("in.onnx", "rb").read() == before
         assert sorted(os.listdir(".")) == ["in.onnx"], (args, os.listdir("."))
+
+
+def test_inspect_says_of_each_node_what_convert_does(tmp_path):
+    _, report, _, _ = convert_with_views(EXAMPLE, tmp_path / "run", "--format", "qop")
+    dry = json.loads(run_qconv("inspect", EXAMPLE, "--json", "--format", "qop").stdout)["convert"]
+    item = report["items"][0]
+    assert dry["nodes"] == item["nodes"] and dry["output_nodes"] == item["output_nodes"] and dry["graph"] == "small_cnn"
