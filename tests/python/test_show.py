@@ -118,7 +118,10 @@ def test_show_opens_model_explorer_with_the_model_and_what_qconv_says_of_each_no
         dest = "" if given == "in memory" else f"{str(out)!r}, "
         call = (f"r = qconv.convert({EXAMPLE!r}, {dest}format='qop', report={str(report)!r})\n"
                 f"qconv.show(r, host='127.0.0.1', port={port}, open_in_browser=False)")
-    proc, log, config = showing("import qconv\n" + call, port, tmp_path)
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal's Python (a shell's background job, as CI
+    # runs this, starts its children with SIGINT ignored, and Python keeps it so)
+    ctrl_c = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    proc, log, config = showing(ctrl_c + "import qconv\n" + call, port, tmp_path)
     try:
         graph, data = explorer_view(port, config)
     finally:  # Ctrl-C, as a user stops it
