@@ -180,25 +180,14 @@ void dryRun(ir::Model& model, const ConvertOptions& options, ItemReport& report)
   PassManager pm(pipelineFor(options.format));
   const io::OpSchemas schemas;
   pm.inferShapesWith(schemas);  // as convert runs it
-  // each node's outcome, as convert's report has it (node_trace.h)
-  const size_t input_nodes = model.graph.nodesMade();
-  report.graph_id = graphId(model.shell.graph().name());
-  auto trace = [&] { report.trace = traceNodes(model.graph, input_nodes, ctx.rewritten(), ctx.said(), pm.removals(), ctx.pass()); };
   try {
-    try {
-      pm.run(model, ctx, nullptr);
-    } catch (...) {
-      trace();
-      throw;
-    }
-    trace();
+    runPasses(pm, model, ctx, &report, nullptr, nullptr);  // each node's outcome, as convert's report has it
     io::FileBacked fileBacked;  // the large tensors stay in the input's files, as in convert
     onnx::ModelProto emitted = pm.timeStage("emit", [&] { return io::exportModel(model, &fileBacked); });
     nameOutputNodes(report.trace, emitted.graph());
     pm.timeStage("check", [&] { checkEmitted(emitted, &fileBacked, model.path, schemas, options.input_bytes); });
   } catch (...) {
-    report.trace.output.clear();  // nothing convert would write
-    for (NodeRow& row : report.trace.input) row.became.clear();
+    report.trace.forgetOutput();  // nothing convert would write
     const Failure failed = failureOf(model.path);
     report.exit_code = failed.code;
     report.error = printable(failed.what);

@@ -72,6 +72,11 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
 /// The passes' options a conversion's flags give.
 PassOptions passOptionsOf(const ConvertOptions& options);
 
+/// pm.run over `model`, then, with `traced`, each node's outcome (node_trace.h) into it: also
+/// when a pass refuses the model (the exception is rethrown). convert and the dry run use it.
+void runPasses(PassManager& pm, ir::Model& model, PassContext& ctx, ItemReport* traced, std::ostream* dump,
+               const std::atomic<bool>* cancel);
+
 /// What the passes said and rewrote, into the report.
 void keepWhatWasSaid(const PassContext& ctx, ItemReport& report);
 

@@ -11,6 +11,13 @@
 
 namespace qconv {
 
+std::string qualifiedOp(const ir::Node& n) { return n.domain().empty() ? n.opType() : n.domain() + ":" + n.opType(); }
+
+void NodeTrace::forgetOutput() {
+  output.clear();
+  for (NodeRow& row : input) row.became.clear();
+}
+
 std::string_view outcomeName(Outcome o) {
   switch (o) {
     case Outcome::Fused: return "fused";
@@ -41,8 +48,6 @@ Outcome groupOutcome(std::string_view pass) {
 }
 
 int rank(Outcome o) { return o == Outcome::Fused ? 3 : o == Outcome::Moved ? 2 : 1; }
-
-std::string opOf(const ir::Node& n) { return n.domain().empty() ? n.opType() : n.domain() + ":" + n.opType(); }
 
 void append(std::string& to, std::string_view what, std::string_view sep = "; ") {
   if (what.empty()) return;
@@ -175,7 +180,7 @@ NodeTrace traceNodes(const ir::Graph& graph, size_t input_nodes, const std::vect
   trace.input.reserve(input_nodes);
   for (size_t o = 0; o < input_nodes; ++o) {
     const ir::Node& n = *graph.madeNode(o);
-    NodeRow row{n.label(), opOf(n), Outcome::Left, "", "", {}, {}};
+    NodeRow row{n.label(), qualifiedOp(n), Outcome::Left, "", "", {}, {}};
     const Tracer::Path path = tracer.follow(o);
     row.became_at.assign(path.at.begin(), path.at.end());
     if (path.taken) {
@@ -201,7 +206,7 @@ NodeTrace traceNodes(const ir::Graph& graph, size_t input_nodes, const std::vect
     const ir::Node& n = *graph.madeNode(ordinal);
     OutputNode& out = trace.output[at];
     out.id = n.label();
-    out.op = opOf(n);
+    out.op = qualifiedOp(n);
     std::string passes;
     if (ordinal < input_nodes) {  // an input node, there still: its row says what it is
       out.outcome = trace.input[ordinal].outcome;

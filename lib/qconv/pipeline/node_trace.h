@@ -40,7 +40,7 @@ const std::vector<Outcome>& allOutcomes();
 /// A node of the input.
 struct NodeRow {
   std::string name;     // its label: the name, or "<op_type> #<position>"
-  std::string op;       // the op type, "<domain>:<op_type>" outside the standard domain
+  std::string op;       // qualifiedOp()
   Outcome outcome = Outcome::Left;
   std::string passes;   // the passes that rewrote or removed it, in order (", "), or the one that said why
   std::string reason;   // why it is as it is, or what an approximation changed; empty for a node left alone
@@ -60,7 +60,13 @@ struct OutputNode {
 struct NodeTrace {
   std::vector<NodeRow> input;
   std::vector<OutputNode> output;  // empty when nothing was emitted
+  /// A run that failed wrote nothing: no output node, nor one an input node became (the
+  /// outcomes stay: what will not run, and why).
+  void forgetOutput();
 };
+
+/// A node's operator as the report names it: "<domain>:<op_type>" outside the standard domain.
+std::string qualifiedOp(const ir::Node& n);
 
 /// The trace of a pipeline run over `graph`, whose first `input_nodes` nodes were the input's.
 /// `removals`: PassManager::removals(); `failing_pass`: the pass that threw, or empty. Output ids

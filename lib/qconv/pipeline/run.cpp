@@ -162,6 +162,23 @@ ConvertOptions withTarget(ConvertOptions options) {
   return options;
 }
 
+void runPasses(PassManager& pm, ir::Model& model, PassContext& ctx, ItemReport* traced, std::ostream* dump,
+               const std::atomic<bool>* cancel) {
+  const size_t input_nodes = model.graph.nodesMade();
+  auto trace = [&] {
+    if (!traced) return;
+    traced->graph_id = graphId(model.shell.graph().name());
+    traced->trace = traceNodes(model.graph, input_nodes, ctx.rewritten(), ctx.said(), pm.removals(), ctx.pass());
+  };
+  try {
+    pm.run(model, ctx, dump, cancel);
+  } catch (...) {  // a pass refused the model: the trace says which nodes, and why
+    trace();
+    throw;
+  }
+  trace();
+}
+
 void keepWhatWasSaid(const PassContext& ctx, ItemReport& report) {
   report.said = ctx.said();
   report.rewritten = ctx.rewritten();
@@ -277,20 +294,9 @@ void convert(const ConvertOptions& options, const Item& item, ItemReport& report
   if (options.inline_data || in_memory) refuseInlineOver2GB(model, item.input, in_memory);
   if (external_data) files->keepBeside(item.output, item.folder);
   progress.stage = ConvertProgress::kConverting;
-  // each node's outcome (node_trace.h), for a report: also when a pass refuses the model
+  // each node's outcome (node_trace.h), for a report
   const bool traced = !options.report.empty() || options.report_json || !options.node_data.empty();
-  const size_t input_nodes = model.graph.nodesMade();
-  report.graph_id = graphId(model.shell.graph().name());
-  auto trace = [&] {
-    if (traced) report.trace = traceNodes(model.graph, input_nodes, ctx.rewritten(), ctx.said(), pm.removals(), ctx.pass());
-  };
-  try {
-    pm.run(model, ctx, options.dump ? &out : nullptr, options.cancel);
-  } catch (...) {
-    trace();
-    throw;
-  }
-  trace();
+  runPasses(pm, model, ctx, traced ? &report : nullptr, options.dump ? &out : nullptr, options.cancel);
   if (options.require_change && (nothing_quantized || ctx.rewritten().empty()))
     throw Error(ExitCode::Unchanged,
                 fmt::format("{}: --require-change: {}; nothing was written", item.input,
@@ -399,9 +405,7 @@ int convertItem(const ConvertOptions& options, const Item& item, ItemReport& rep
     report.exit_code = failed.code;
     report.error = printable(failed.what);
     report.error_node = failed.node;
-    // nothing was written: no output node, nor one an input node became (their outcomes stay)
-    report.trace.output.clear();
-    for (NodeRow& row : report.trace.input) row.became.clear();
+    report.trace.forgetOutput();  // nothing was written
     return failed.code;
   }
 }

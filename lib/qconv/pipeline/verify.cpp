@@ -57,7 +57,7 @@ std::string verifyJson(const std::string& model, const std::string& target, int 
 struct InputNode {
   std::string label;  // what findings name it by
   std::string op;
-  std::string id;  // Model Explorer's (node_trace.h's nodeId)
+  std::string id;  // Model Explorer's (explorerNodeIds)
 };
 
 /// Each node's row: its worst finding's severity as its outcome ("will-not-run" for what the
@@ -154,7 +154,7 @@ int verify(const VerifyCommand& command, std::ostream& out, DiagnosticSink& sink
     const std::vector<std::string> ids = explorerNodeIds(protos);
     size_t at = 0;
     for (const ir::Node* n : model.graph.nodes())
-      nodes.push_back({n->label(), n->domain().empty() ? n->opType() : n->domain() + ":" + n->opType(), ids[at++]});
+      nodes.push_back({n->label(), qualifiedOp(*n), ids[at++]});
     held = analysis::contentsOf(model);  // what convert and inspect read, too
     findings = analysis::verifyModel(model, analysis::VerifyOptions{command.symmetric, target});
     // With a target: what its runtime cannot run in the model as it is (verifyModel), and what
